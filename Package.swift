@@ -1,0 +1,56 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "ContentStore",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "ContentStore", targets: ["ContentStore"]),
+        .library(name: "Warehouse", targets: ["Warehouse"]),
+        .library(name: "DataArchive", targets: ["DataArchive"]),
+        .executable(name: "contentstore", targets: ["contentstore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CZstd",
+            pkgConfig: "libzstd",
+            providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]
+        ),
+        .systemLibrary(
+            name: "COpenSSLCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
+        ),
+        .target(
+            name: "CContentStoreSupport",
+            cSettings: [.unsafeFlags(["-O3"])]
+        ),
+        .target(
+            name: "ContentStore",
+            dependencies: [
+                "CZstd",
+                "COpenSSLCrypto",
+                "CContentStoreSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(name: "Warehouse", dependencies: ["ContentStore"]),
+        .target(name: "DataArchive", dependencies: ["ContentStore"]),
+        .executableTarget(
+            name: "contentstore",
+            dependencies: [
+                "ContentStore", "Warehouse", "DataArchive",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(name: "ContentStoreTests", dependencies: ["ContentStore"]),
+        .testTarget(name: "WarehouseTests", dependencies: ["Warehouse"]),
+        .testTarget(name: "DataArchiveTests", dependencies: ["DataArchive"]),
+        .testTarget(name: "contentstoreTests", dependencies: ["contentstore", "ContentStore"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

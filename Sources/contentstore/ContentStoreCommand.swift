@@ -1,0 +1,6 @@
+import ArgumentParser
+
+@main
+struct ContentStoreCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "contentstore")
+}
