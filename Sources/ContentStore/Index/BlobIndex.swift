@@ -1,0 +1,86 @@
+/// The in-memory blob index: digest → entry, plus what collection and statistics need without a
+/// scan: the set of unreferenced blobs (so collection costs follow the garbage, not the store) and
+/// running byte totals.
+struct BlobIndex: Sendable {
+    private(set) var entries: [Digest: BlobEntry] = [:]
+    /// Blobs whose count is zero: the only candidates for collection.
+    private(set) var unreferenced: Set<Digest> = []
+    private(set) var logicalBytes: UInt64 = 0
+    /// Bytes of live entries (headers included) per pack, to find packs worth rewriting.
+    private(set) var liveBytesByPack: [UInt32: UInt64] = [:]
+
+    init() {}
+
+    init(restoring restored: [(Digest, BlobEntry)]) {
+        entries.reserveCapacity(restored.count)
+        for (digest, entry) in restored { add(digest, entry) }
+    }
+
+    var count: Int { entries.count }
+    subscript(digest: Digest) -> BlobEntry? { entries[digest] }
+
+    /// Records a blob written to a pack, or moved to another: a new blob starts unreferenced.
+    mutating func place(_ placement: LogRecord.BlobPlacement) {
+        if var entry = entries[placement.digest] {
+            unaccount(entry)
+            entry.setLocation(placement.location, compressed: placement.compressed)
+            entry.storedLength = placement.storedLength
+            entries[placement.digest] = entry
+            account(entry)
+        } else {
+            add(placement.digest, BlobEntry(
+                location: placement.location, compressed: placement.compressed, rawLength: placement.rawLength,
+                storedLength: placement.storedLength, refCount: 0, zeroSince: placement.time))
+        }
+    }
+
+    @discardableResult
+    mutating func remove(_ digest: Digest) -> BlobEntry? {
+        guard let entry = entries.removeValue(forKey: digest) else { return nil }
+        unaccount(entry)
+        unreferenced.remove(digest)
+        return entry
+    }
+
+    /// Restarts the grace period of an unreferenced blob that was put again.
+    mutating func freshen(_ digest: Digest, time: UInt32) {
+        guard var entry = entries[digest], entry.refCount == 0 else { return }
+        entry.zeroSince = max(entry.zeroSince, time)
+        entries[digest] = entry
+    }
+
+    /// Adds `delta` to a blob's count. Returns false (changing nothing) if the blob is unknown or
+    /// the count would leave 0...UInt32.max.
+    mutating func adjustReferences(of digest: Digest, by delta: Int, time: UInt32) -> Bool {
+        guard var entry = entries[digest] else { return false }
+        let updated = Int(entry.refCount) + delta
+        guard updated >= 0, updated <= Int(UInt32.max) else { return false }
+        entry.refCount = UInt32(updated)
+        if updated == 0 {
+            entry.zeroSince = time
+            unreferenced.insert(digest)
+        } else {
+            unreferenced.remove(digest)
+        }
+        entries[digest] = entry
+        return true
+    }
+
+    private mutating func add(_ digest: Digest, _ entry: BlobEntry) {
+        entries[digest] = entry
+        if entry.refCount == 0 { unreferenced.insert(digest) }
+        account(entry)
+    }
+
+    private mutating func account(_ entry: BlobEntry) {
+        logicalBytes += UInt64(entry.rawLength)
+        liveBytesByPack[entry.location.pack, default: 0] += entry.entryLength
+    }
+
+    private mutating func unaccount(_ entry: BlobEntry) {
+        logicalBytes -= UInt64(entry.rawLength)
+        let pack = entry.location.pack
+        let remaining = liveBytesByPack[pack, default: 0] - entry.entryLength
+        liveBytesByPack[pack] = remaining == 0 ? nil : remaining
+    }
+}

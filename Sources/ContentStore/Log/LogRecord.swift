@@ -1,0 +1,156 @@
+import Foundation
+
+/// A change to the store as the WAL carries it. Replay applies these in order to the checkpoint's
+/// state; live operations apply the same values through the same code (``StoreState``).
+enum LogRecord: Equatable {
+    /// A committed transaction: the full new record of each key it changed (nil = removed).
+    case commit(Commit)
+    /// Blobs written to packs, or moved between packs by collection.
+    case blobs([BlobPlacement])
+    /// Blobs dropped by collection.
+    case drop(time: UInt32, digests: [Digest])
+
+    struct Commit: Equatable {
+        var sequence: UInt64
+        var time: UInt32
+        var changes: [Change]
+    }
+
+    struct Change: Equatable {
+        var key: String
+        var record: Record?
+    }
+
+    struct BlobPlacement: Equatable {
+        var digest: Digest
+        var location: BlobLocation
+        var compressed: Bool
+        var rawLength: UInt32
+        var storedLength: UInt32
+        var time: UInt32
+    }
+
+    enum Kind: UInt8 {
+        case commit = 1, blobs = 2, drop = 3
+    }
+
+    var kind: Kind {
+        switch self {
+        case .commit: .commit
+        case .blobs: .blobs
+        case .drop: .drop
+        }
+    }
+
+    /// The payload bytes (without the WAL frame).
+    func encoded() -> [UInt8] {
+        var writer = ByteWriter(capacity: 128)
+        switch self {
+        case .commit(let commit):
+            writer.append(commit.sequence)
+            writer.append(commit.time)
+            writer.append(UInt32(commit.changes.count))
+            for change in commit.changes {
+                writer.append(change.record == nil ? UInt8(2) : UInt8(1))
+                writer.appendLengthPrefixed(change.key.utf8)
+                if let record = change.record {
+                    writer.appendLengthPrefixed(record.value)
+                    writer.append(UInt32(record.references.count))
+                    for digest in record.references { writer.append(digest) }
+                }
+            }
+        case .blobs(let placements):
+            writer.append(UInt32(placements.count))
+            for placement in placements {
+                writer.append(placement.digest)
+                writer.append(placement.location.pack)
+                writer.append(placement.location.offset)
+                writer.append(placement.compressed ? UInt8(1) : 0)
+                writer.append(placement.rawLength)
+                writer.append(placement.storedLength)
+                writer.append(placement.time)
+            }
+        case .drop(let time, let digests):
+            writer.append(time)
+            writer.append(UInt32(digests.count))
+            for digest in digests { writer.append(digest) }
+        }
+        return writer.bytes
+    }
+
+    struct Malformed: Error, CustomStringConvertible { var description: String }
+
+    /// Decodes a payload. Every count is checked against the bytes that remain before anything is
+    /// allocated, so a corrupt count cannot exhaust memory.
+    static func decode(kind rawKind: UInt8, payload: UnsafeRawBufferPointer, limits: Store.Limits) throws(Malformed) -> LogRecord {
+        guard let kind = Kind(rawValue: rawKind) else { throw Malformed(description: "unknown record type \(rawKind)") }
+        var reader = ByteReader(payload)
+        do {
+            let record: LogRecord
+            switch kind {
+            case .commit:
+                let sequence = try reader.read(UInt64.self)
+                let time = try reader.read(UInt32.self)
+                let count = Int(try reader.read(UInt32.self))
+                guard count <= reader.remaining / 5 else { throw Malformed(description: "change count \(count) exceeds record") }
+                var changes: [Change] = []
+                changes.reserveCapacity(count)
+                for _ in 0 ..< count {
+                    let op = try reader.read(UInt8.self)
+                    let keyBytes = try reader.readLengthPrefixed(limit: limits.maximumKeyLength)
+                    guard let key = String(validating: keyBytes, as: UTF8.self) else { throw Malformed(description: "key is not UTF-8") }
+                    switch op {
+                    case 1:
+                        let value = Data(try reader.readLengthPrefixed(limit: limits.maximumValueLength))
+                        let referenceCount = Int(try reader.read(UInt32.self))
+                        guard referenceCount <= reader.remaining / Digest.byteCount else {
+                            throw Malformed(description: "reference count \(referenceCount) exceeds record")
+                        }
+                        var references: [Digest] = []
+                        references.reserveCapacity(referenceCount)
+                        for _ in 0 ..< referenceCount { references.append(try reader.readDigest()) }
+                        changes.append(Change(key: key, record: Record(value: value, references: references)))
+                    case 2:
+                        changes.append(Change(key: key, record: nil))
+                    default:
+                        throw Malformed(description: "unknown change type \(op)")
+                    }
+                }
+                record = .commit(Commit(sequence: sequence, time: time, changes: changes))
+            case .blobs:
+                let count = Int(try reader.read(UInt32.self))
+                guard count <= reader.remaining / 57 else { throw Malformed(description: "blob count \(count) exceeds record") }
+                var placements: [BlobPlacement] = []
+                placements.reserveCapacity(count)
+                for _ in 0 ..< count {
+                    let digest = try reader.readDigest()
+                    let pack = try reader.read(UInt32.self)
+                    let offset = try reader.read(UInt64.self)
+                    let flags = try reader.read(UInt8.self)
+                    let raw = try reader.read(UInt32.self)
+                    let stored = try reader.read(UInt32.self)
+                    let time = try reader.read(UInt32.self)
+                    guard flags <= 1 else { throw Malformed(description: "unknown blob flags \(flags)") }
+                    placements.append(BlobPlacement(
+                        digest: digest, location: BlobLocation(pack: pack, offset: offset),
+                        compressed: flags == 1, rawLength: raw, storedLength: stored, time: time))
+                }
+                record = .blobs(placements)
+            case .drop:
+                let time = try reader.read(UInt32.self)
+                let count = Int(try reader.read(UInt32.self))
+                guard count <= reader.remaining / Digest.byteCount else { throw Malformed(description: "drop count \(count) exceeds record") }
+                var digests: [Digest] = []
+                digests.reserveCapacity(count)
+                for _ in 0 ..< count { digests.append(try reader.readDigest()) }
+                record = .drop(time: time, digests: digests)
+            }
+            guard reader.isAtEnd else { throw Malformed(description: "\(reader.remaining) trailing bytes") }
+            return record
+        } catch let error as Malformed {
+            throw error
+        } catch {
+            throw Malformed(description: "record ends early")
+        }
+    }
+}

@@ -1,0 +1,193 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Dispatch
+import Synchronization
+
+/// The append side of the write-ahead log, with group commit.
+///
+/// Records are framed into an in-memory buffer under a short lock and receive a log sequence number
+/// (LSN, a byte position in this process's log stream). ``flush(upTo:synchronously:)`` makes one
+/// caller the leader: it takes everything buffered, syncs the packs those records may refer to, writes
+/// the batch and syncs it once for every waiting committer. Callers that arrive meanwhile wait and
+/// are covered by the next batch.
+///
+/// After a failed write or sync the log is failed for good: what reached the disk is unknown, so a
+/// later sync must never be taken as covering it ("fsyncgate"). Every later call throws until the
+/// store is reopened, which recovers from what the disk really holds.
+final class WriteAheadLog: Sendable {
+    let directory: String
+    private let segmentSizeLimit: UInt64
+    private let synchronizePacks: @Sendable () throws -> Void
+
+    struct Segment {
+        var number: UInt64
+        var file: File
+        var salt: UInt32
+        var size: UInt64
+        var durableSize: UInt64
+    }
+
+    private struct State {
+        var pending: [UInt8] = []
+        var appendedLSN: UInt64 = 0
+        var writtenLSN: UInt64 = 0
+        var durableLSN: UInt64 = 0
+        var leaderActive = false
+        var waiters: [DispatchSemaphore] = []
+        var failure: StoreError?
+        var segment: Segment
+        /// Sizes of the segments before the current one that are still on disk.
+        var completedSegments: [UInt64: UInt64]
+    }
+
+    private let state: Mutex<State>
+
+    /// Continues `segment` (whose first `segment.size` bytes are intact and durable).
+    init(directory: String, segment: Segment, olderSegments: [UInt64: UInt64], segmentSizeLimit: UInt64,
+         synchronizePacks: @escaping @Sendable () throws -> Void) {
+        self.directory = directory
+        self.segmentSizeLimit = segmentSizeLimit
+        self.synchronizePacks = synchronizePacks
+        state = Mutex(State(segment: segment, completedSegments: olderSegments))
+    }
+
+    /// Creates segment `number` (header written and synced, directory synced). Segments created by one
+    /// log share its salt, so records buffered before a rotation stay valid after it.
+    static func createSegment(number: UInt64, salt: UInt32, in directory: String) throws -> Segment {
+        let path = directory + "/" + WALFormat.fileName(number)
+        let file = try File.open(path, flags: O_RDWR | O_CREAT | O_TRUNC)
+        let header = WALFormat.header(number: number, salt: salt)
+        try file.write(header, at: 0)
+        try file.synchronizeData()
+        try FileSystem.synchronizeDirectory(directory)
+        let size = UInt64(header.count)
+        return Segment(number: number, file: file, salt: salt, size: size, durableSize: size)
+    }
+
+    /// Bytes in all segments since the last checkpoint, including buffered ones.
+    var totalBytes: UInt64 {
+        state.withLock { $0.completedSegments.values.reduce(0, +) + $0.segment.size + UInt64($0.pending.count) }
+    }
+
+    var currentSegmentNumber: UInt64 { state.withLock { $0.segment.number } }
+
+    /// Buffers a record and returns the LSN that must be flushed for it to be on disk.
+    func append(_ record: LogRecord) throws -> UInt64 {
+        let payload = record.encoded()
+        return try state.withLock { state in
+            if let failure = state.failure { throw failure }
+            WALFormat.appendFrame(kind: record.kind.rawValue, payload: payload, salt: state.segment.salt, to: &state.pending)
+            state.appendedLSN += UInt64(WALFormat.frameHeaderSize + payload.count)
+            return state.appendedLSN
+        }
+    }
+
+    /// The LSN of everything appended so far.
+    var appendedLSN: UInt64 { state.withLock { $0.appendedLSN } }
+
+    /// Returns once everything up to `lsn` is written (and, when `synchronously`, on stable storage).
+    func flush(upTo lsn: UInt64, synchronously: Bool) throws {
+        while true {
+            enum Step { case done, wait(DispatchSemaphore), lead(Batch) }
+            let step: Step = try state.withLock { state in
+                if let failure = state.failure { throw failure }
+                if (synchronously ? state.durableLSN : state.writtenLSN) >= lsn { return .done }
+                if state.leaderActive {
+                    let semaphore = DispatchSemaphore(value: 0)
+                    state.waiters.append(semaphore)
+                    return .wait(semaphore)
+                }
+                state.leaderActive = true
+                return .lead(takeBatch(&state))
+            }
+            switch step {
+            case .done: return
+            case .wait(let semaphore): semaphore.wait()
+            case .lead(let batch): try lead(batch, synchronously: synchronously)
+            }
+        }
+    }
+
+    /// Flushes everything durably and starts a new segment; returns its number. The caller holds the
+    /// lock that orders appends, so no record can land on either side of the cut by accident.
+    func rotate() throws -> UInt64 {
+        try flush(upTo: appendedLSN, synchronously: true)
+        return try state.withLock { state in
+            if let failure = state.failure { throw failure }
+            precondition(!state.leaderActive && state.pending.isEmpty, "rotate() needs appends stopped")
+            try startNextSegment(&state)
+            return state.segment.number
+        }
+    }
+
+    /// Forgets segments a checkpoint made unnecessary (for ``totalBytes``).
+    func segmentsRemoved(before number: UInt64) {
+        state.withLock { state in state.completedSegments = state.completedSegments.filter { $0.key >= number } }
+    }
+
+    private struct Batch {
+        var bytes: [UInt8]
+        var endLSN: UInt64
+        var segment: Segment
+    }
+
+    private func takeBatch(_ state: inout State) -> Batch {
+        // A sync point in front of the batch tells recovery how much of the segment was durable.
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(state.pending.count + 17)
+        if !state.pending.isEmpty {
+            var claim = ByteWriter(capacity: 8)
+            claim.append(state.segment.durableSize)
+            WALFormat.appendFrame(kind: WALFormat.syncPointKind, payload: claim.bytes, salt: state.segment.salt, to: &bytes)
+        }
+        bytes.append(contentsOf: state.pending)
+        state.pending.removeAll(keepingCapacity: true)
+        let batch = Batch(bytes: bytes, endLSN: state.appendedLSN, segment: state.segment)
+        state.segment.size += UInt64(bytes.count)
+        return batch
+    }
+
+    private func lead(_ batch: Batch, synchronously: Bool) throws {
+        do {
+            if synchronously { try synchronizePacks() }
+            if !batch.bytes.isEmpty { try batch.segment.file.write(batch.bytes, at: batch.segment.size) }
+            if synchronously { try batch.segment.file.synchronizeData() }
+            try state.withLock { state in
+                state.writtenLSN = max(state.writtenLSN, batch.endLSN)
+                if synchronously {
+                    state.durableLSN = max(state.durableLSN, batch.endLSN)
+                    if state.segment.number == batch.segment.number {
+                        state.segment.durableSize = batch.segment.size + UInt64(batch.bytes.count)
+                    }
+                }
+                if state.segment.size >= segmentSizeLimit { try startNextSegment(&state) }
+                finishLeading(&state)
+            }
+        } catch {
+            let failure = (error as? StoreError).map {
+                StoreError(code: $0.code, message: "the write-ahead log failed; reopen the store: \($0.message)", path: $0.path, cause: $0.cause)
+            } ?? StoreError(code: .io, message: "the write-ahead log failed; reopen the store", cause: error)
+            state.withLock { state in
+                state.failure = failure
+                finishLeading(&state)
+            }
+            throw failure
+        }
+    }
+
+    private func finishLeading(_ state: inout State) {
+        state.leaderActive = false
+        for waiter in state.waiters { waiter.signal() }
+        state.waiters.removeAll()
+    }
+
+    /// Syncs the full segment (so only the last segment can ever hold a torn tail) and opens the next.
+    private func startNextSegment(_ state: inout State) throws {
+        try synchronizePacks()
+        try state.segment.file.synchronizeData()
+        let next = try WriteAheadLog.createSegment(number: state.segment.number + 1, salt: state.segment.salt, in: directory)
+        state.completedSegments[state.segment.number] = state.segment.size
+        state.segment = next
+    }
+}

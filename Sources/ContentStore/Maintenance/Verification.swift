@@ -1,0 +1,181 @@
+import Foundation
+
+/// How ``Store/verify(_:)`` runs.
+public struct VerificationOptions: Sendable, Hashable {
+    /// Also read every blob back and re-hash it (reads all stored data).
+    public var readData: Bool = false
+
+    /// The defaults: check structure, not every byte.
+    public init() {}
+
+    /// Options with `readData` set.
+    public init(readData: Bool) { self.readData = readData }
+}
+
+/// What ``Store/verify(_:)`` found.
+public struct VerificationReport: Codable, Sendable, Hashable {
+    /// One finding: what is damaged and where.
+    public struct Problem: Codable, Sendable, Hashable, CustomStringConvertible {
+        /// The kind of damage, such as `walChecksum`, `packEntry`, `blobHash`, `refCount`.
+        public var kind: String
+        /// A human-readable explanation.
+        public var message: String
+        /// The damaged file, when there is one.
+        public var path: String?
+        /// The offset within ``path``, when known.
+        public var offset: UInt64?
+        /// The blob concerned, when there is one.
+        public var digest: Digest?
+        /// The record key concerned, when there is one.
+        public var key: String?
+
+        /// `kind: message`.
+        public var description: String { "\(kind): \(message)" }
+    }
+
+    /// True when nothing is wrong.
+    public var isClean: Bool { problems.isEmpty }
+    /// Every finding, in the order found.
+    public var problems: [Problem]
+    /// Blobs whose pack entries were checked.
+    public var blobsChecked: Int
+    /// Records whose references were counted.
+    public var recordsChecked: Int
+    /// WAL segments read.
+    public var walSegmentsChecked: Int
+    /// Whether every blob was re-hashed.
+    public var readData: Bool
+
+    private enum CodingKeys: String, CodingKey {
+        case isClean, problems, blobsChecked, recordsChecked, walSegmentsChecked, readData
+    }
+
+    init(problems: [Problem], blobsChecked: Int, recordsChecked: Int, walSegmentsChecked: Int, readData: Bool) {
+        self.problems = problems
+        self.blobsChecked = blobsChecked
+        self.recordsChecked = recordsChecked
+        self.walSegmentsChecked = walSegmentsChecked
+        self.readData = readData
+    }
+
+    /// Encodes every member, `isClean` included.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(isClean, forKey: .isClean)
+        try container.encode(problems, forKey: .problems)
+        try container.encode(blobsChecked, forKey: .blobsChecked)
+        try container.encode(recordsChecked, forKey: .recordsChecked)
+        try container.encode(walSegmentsChecked, forKey: .walSegmentsChecked)
+        try container.encode(readData, forKey: .readData)
+    }
+
+    /// Decodes what ``encode(to:)`` wrote.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        problems = try container.decode([Problem].self, forKey: .problems)
+        blobsChecked = try container.decode(Int.self, forKey: .blobsChecked)
+        recordsChecked = try container.decode(Int.self, forKey: .recordsChecked)
+        walSegmentsChecked = try container.decode(Int.self, forKey: .walSegmentsChecked)
+        readData = try container.decode(Bool.self, forKey: .readData)
+    }
+}
+
+extension Store {
+    /// Checks the store: WAL and checkpoint checksums, that every indexed blob's pack entry exists,
+    /// parses and matches the index, and that every reference count equals the references counted
+    /// from the records. With `readData`, re-hashes every blob. Findings are reported, not thrown;
+    /// errors are thrown only when the check itself cannot run.
+    public func verify(_ options: VerificationOptions = .init()) throws -> VerificationReport {
+        try checkOpen()
+        return try maintenance.withLock { _ in
+            var problems: [VerificationReport.Problem] = []
+            let walSegments = try verifyLog(&problems)
+            verifyCheckpoint(&problems)
+            let state = core.withLock { $0.state }
+            verifyReferenceCounts(state, &problems)
+            verifyBlobs(state.blobs, readData: options.readData, &problems)
+            return VerificationReport(
+                problems: problems, blobsChecked: state.blobs.count, recordsChecked: state.records.count,
+                walSegmentsChecked: walSegments, readData: options.readData)
+        }
+    }
+
+    private func verifyLog(_ problems: inout [VerificationReport.Problem]) throws -> Int {
+        try wal.flush(upTo: wal.appendedLSN, synchronously: false)
+        let current = wal.currentSegmentNumber
+        let numbers = try FileSystem.contents(of: layout.wal).compactMap(WALFormat.number(fromFileName:)).sorted()
+        for number in numbers {
+            let path = layout.wal + "/" + WALFormat.fileName(number)
+            do {
+                let bytes = try FileSystem.readFile(path)
+                _ = try bytes.withUnsafeBytes {
+                    try WALSegmentReader.read($0, path: path, expectedNumber: number, isLast: number == current,
+                                              limits: configuration.limits) { _, _ in }
+                }
+            } catch let error as StoreError {
+                problems.append(.init(kind: "wal", message: error.message, path: error.path ?? path, offset: error.offset))
+            }
+        }
+        return numbers.count
+    }
+
+    private func verifyCheckpoint(_ problems: inout [VerificationReport.Problem]) {
+        let names = (try? FileSystem.contents(of: layout.checkpoints)) ?? []
+        guard let newest = names.compactMap(Checkpoint.firstSegment(fromFileName:)).max() else { return }
+        let path = layout.checkpoints + "/" + Checkpoint.fileName(newest)
+        do {
+            _ = try Checkpoint.load(path: path, limits: configuration.limits)
+        } catch let error as StoreError {
+            problems.append(.init(kind: "checkpoint", message: error.message, path: error.path ?? path, offset: error.offset))
+        } catch {
+            problems.append(.init(kind: "checkpoint", message: "\(error)", path: path))
+        }
+    }
+
+    private func verifyReferenceCounts(_ state: StoreState, _ problems: inout [VerificationReport.Problem]) {
+        var counted: [Digest: Int] = [:]
+        for (key, record) in state.records {
+            for digest in record.references {
+                counted[digest, default: 0] += 1
+                if state.blobs[digest] == nil && counted[digest] == 1 {
+                    problems.append(.init(kind: "missingBlob", message: "record \"\(Store.describe(key))\" references blob \(digest), which the index lacks",
+                                          digest: digest, key: key))
+                }
+            }
+        }
+        for (digest, entry) in state.blobs.entries where Int(entry.refCount) != counted[digest, default: 0] {
+            problems.append(.init(kind: "refCount", message: "blob \(digest) has reference count \(entry.refCount); the records hold \(counted[digest, default: 0]) references",
+                                  digest: digest))
+        }
+    }
+
+    private func verifyBlobs(_ blobs: BlobIndex, readData: Bool, _ problems: inout [VerificationReport.Problem]) {
+        var missingPacks: Set<UInt32> = []
+        for (digest, entry) in blobs.entries.sorted(by: { ($0.value.location.pack, $0.value.location.offset) < ($1.value.location.pack, $1.value.location.offset) }) {
+            let location = entry.location
+            guard let file = packs.file(location.pack) else {
+                if missingPacks.insert(location.pack).inserted {
+                    problems.append(.init(kind: "missingPack", message: "pack \(PackFormat.fileName(location.pack)) is missing", path: packs.path(of: location.pack), digest: digest))
+                }
+                continue
+            }
+            do {
+                if readData {
+                    _ = try readBlob(digest, entry: entry, from: file, verify: true)
+                } else {
+                    let header = try file.readExactly(PackFormat.entryHeaderSize, at: location.offset)
+                    let parsed = try header.withUnsafeBytes { try PackFormat.parseEntryHeader($0) }
+                    guard parsed.digest == digest, parsed.storedLength == entry.storedLength, parsed.rawLength == entry.rawLength else {
+                        throw StoreError.corrupted("pack entry does not match the index for blob \(digest)", path: file.path, offset: location.offset)
+                    }
+                }
+            } catch let error as StoreError {
+                problems.append(.init(kind: readData ? "blobData" : "packEntry", message: error.message, path: error.path ?? file.path,
+                                      offset: error.offset ?? location.offset, digest: digest))
+            } catch {
+                problems.append(.init(kind: "packEntry", message: "pack entry for blob \(digest) does not parse (\(error))", path: file.path,
+                                      offset: location.offset, digest: digest))
+            }
+        }
+    }
+}

@@ -1,0 +1,132 @@
+/// The byte layout of pack files (see Docs/on-disk-format.md).
+///
+/// ```
+/// pack header (32 bytes)  magic "CSPACK\0\0" | u32 version | u32 pack id | u64 created (ms) | u32 0 | u32 crc32c(0..<28)
+/// entry header (56 bytes) u32 magic "CSBE" | u8 flags | 3 × 0 | digest[32] | u32 raw length | u32 stored length
+///                         | u32 put time (s) | u32 crc32c(header 0..<52 ++ payload)
+/// entry payload           stored length bytes (zstd frame when flags bit 0 is set, else raw)
+/// index (sealed packs)    per entry: digest[32] | u64 offset | u32 raw length | u32 stored length
+/// footer (32 bytes)       magic "CSPACKIX" | u64 index offset | u32 entry count | u32 0 | u32 crc32c(index) | u32 crc32c(footer 0..<28)
+/// ```
+enum PackFormat {
+    static let version: UInt32 = 1
+    static let headerSize = 32
+    static let entryHeaderSize = 56
+    static let indexEntrySize = 48
+    static let footerSize = 32
+    static let headerMagic: [UInt8] = Array("CSPACK\0\0".utf8)
+    static let footerMagic: [UInt8] = Array("CSPACKIX".utf8)
+    static let entryMagic: UInt32 = 0x4542_5343  // "CSBE" little-endian
+    static let compressedFlag: UInt8 = 1
+
+    static func fileName(_ id: UInt32) -> String { hex8(id) + ".pack" }
+
+    static func id(fromFileName name: String) -> UInt32? {
+        guard name.hasSuffix(".pack"), name.utf8.count == 13 else { return nil }
+        return UInt32(name.prefix(8), radix: 16)
+    }
+
+    static func header(id: UInt32, createdMilliseconds: UInt64) -> [UInt8] {
+        var writer = ByteWriter(capacity: headerSize)
+        writer.append(contentsOf: headerMagic)
+        writer.append(version)
+        writer.append(id)
+        writer.append(createdMilliseconds)
+        writer.append(UInt32(0))
+        writer.append(CRC32C.checksum(writer.bytes))
+        return writer.bytes
+    }
+
+    struct EntryHeader: Equatable {
+        var flags: UInt8
+        var digest: Digest
+        var rawLength: UInt32
+        var storedLength: UInt32
+        var time: UInt32
+        var checksum: UInt32
+
+        var isCompressed: Bool { flags & compressedFlag != 0 }
+        var totalLength: UInt64 { UInt64(PackFormat.entryHeaderSize) + UInt64(storedLength) }
+    }
+
+    /// The 56-byte header for an entry, with the CRC over header and payload filled in.
+    static func entryHeader(digest: Digest, compressed: Bool, rawLength: UInt32, payload: UnsafeRawBufferPointer, time: UInt32) -> [UInt8] {
+        var writer = ByteWriter(capacity: entryHeaderSize)
+        writer.append(entryMagic)
+        writer.append(compressed ? compressedFlag : 0)
+        writer.append(contentsOf: [0, 0, 0] as [UInt8])
+        writer.append(digest)
+        writer.append(rawLength)
+        writer.append(UInt32(payload.count))
+        writer.append(time)
+        let crc = CRC32C.checksum(payload, extending: CRC32C.checksum(writer.bytes))
+        writer.append(crc)
+        return writer.bytes
+    }
+
+    struct Malformed: Error { var reason: String }
+
+    static func parseEntryHeader(_ bytes: UnsafeRawBufferPointer) throws(Malformed) -> EntryHeader {
+        var reader = ByteReader(bytes)
+        do {
+            guard try reader.read(UInt32.self) == entryMagic else { throw Malformed(reason: "bad entry magic") }
+            let flags = try reader.read(UInt8.self)
+            _ = try reader.readBytes(3)
+            let digest = try reader.readDigest()
+            let raw = try reader.read(UInt32.self)
+            let stored = try reader.read(UInt32.self)
+            let time = try reader.read(UInt32.self)
+            let checksum = try reader.read(UInt32.self)
+            guard flags & ~compressedFlag == 0 else { throw Malformed(reason: "unknown entry flags \(flags)") }
+            return EntryHeader(flags: flags, digest: digest, rawLength: raw, storedLength: stored, time: time, checksum: checksum)
+        } catch let error as Malformed {
+            throw error
+        } catch {
+            throw Malformed(reason: "truncated entry header")
+        }
+    }
+
+    /// Whether `header.checksum` matches the header bytes and `payload`.
+    static func checksumMatches(header bytes: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer) -> Bool {
+        let headerPart = UnsafeRawBufferPointer(rebasing: bytes[0 ..< entryHeaderSize - 4])
+        let stored = bytes.loadUnaligned(fromByteOffset: entryHeaderSize - 4, as: UInt32.self).littleEndian
+        return CRC32C.checksum(payload, extending: CRC32C.checksum(headerPart)) == stored
+    }
+
+    struct IndexEntry: Equatable {
+        var digest: Digest
+        var offset: UInt64
+        var rawLength: UInt32
+        var storedLength: UInt32
+    }
+
+    /// Index and footer appended when a pack is sealed.
+    static func trailer(_ entries: [IndexEntry], indexOffset: UInt64) -> [UInt8] {
+        var index = ByteWriter(capacity: entries.count * indexEntrySize + footerSize)
+        for entry in entries {
+            index.append(entry.digest)
+            index.append(entry.offset)
+            index.append(entry.rawLength)
+            index.append(entry.storedLength)
+        }
+        var footer = ByteWriter(capacity: footerSize)
+        footer.append(contentsOf: footerMagic)
+        footer.append(indexOffset)
+        footer.append(UInt32(entries.count))
+        footer.append(UInt32(0))
+        footer.append(CRC32C.checksum(index.bytes))
+        footer.append(CRC32C.checksum(footer.bytes))
+        index.append(contentsOf: footer.bytes)
+        return index.bytes
+    }
+}
+
+func hex8(_ value: UInt32) -> String {
+    let digits = String(value, radix: 16)
+    return String(repeating: "0", count: max(0, 8 - digits.count)) + digits
+}
+
+func hex16(_ value: UInt64) -> String {
+    let digits = String(value, radix: 16)
+    return String(repeating: "0", count: max(0, 16 - digits.count)) + digits
+}

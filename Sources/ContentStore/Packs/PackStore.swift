@@ -1,0 +1,158 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+
+/// Where a blob's entry lives: a pack and the offset of its entry header.
+struct BlobLocation: Hashable, Sendable {
+    var pack: UInt32
+    var offset: UInt64
+}
+
+/// Append-only pack files under `<store>/packs`.
+///
+/// One pack is active at a time; entries are appended to it under a short lock (compression and
+/// hashing happened before), and it is sealed with a trailing index once it passes the size target.
+/// Appends reach stable storage at ``synchronize()``, which the WAL calls before it syncs any record
+/// that refers to them.
+final class PackStore: Sendable {
+    let directory: String
+    private let sizeTarget: UInt64
+
+    private struct Active {
+        var id: UInt32
+        var file: File
+        var size: UInt64
+        var index: [PackFormat.IndexEntry]
+    }
+
+    private struct State {
+        var files: [UInt32: File] = [:]
+        var sizes: [UInt32: UInt64] = [:]
+        var active: Active?
+        var nextID: UInt32 = 1
+        var unsynced: [UInt32: File] = [:]
+        var directoryNeedsSync = false
+    }
+
+    private let state: Mutex<State>
+
+    /// Opens every pack in `directory` for reading. Opening lists the directory and stats each file;
+    /// it reads no entries.
+    init(directory: String, sizeTarget: UInt64) throws {
+        self.directory = directory
+        self.sizeTarget = sizeTarget
+        var initial = State()
+        for name in try FileSystem.contents(of: directory) {
+            guard let id = PackFormat.id(fromFileName: name) else { continue }
+            let file = try File.open(directory + "/" + name, flags: O_RDONLY)
+            initial.files[id] = file
+            initial.sizes[id] = try file.size()
+            initial.nextID = max(initial.nextID, id &+ 1)
+        }
+        state = Mutex(initial)
+    }
+
+    var packIDs: [UInt32] { state.withLock { Array($0.files.keys).sorted() } }
+    var totalBytes: UInt64 { state.withLock { $0.sizes.values.reduce(0, +) } }
+    var activePackID: UInt32? { state.withLock { $0.active?.id } }
+
+    func size(of pack: UInt32) -> UInt64? { state.withLock { $0.sizes[pack] } }
+    func file(_ pack: UInt32) -> File? { state.withLock { $0.files[pack] } }
+    func path(of pack: UInt32) -> String { directory + "/" + PackFormat.fileName(pack) }
+
+    /// Appends one entry (header and payload) and returns where it landed.
+    func append(header: [UInt8], payload: UnsafeRawBufferPointer, indexEntry: PackFormat.IndexEntry) throws -> BlobLocation {
+        try state.withLock { state in
+            let length = UInt64(header.count + payload.count)
+            var active = try activePack(&state, forAppending: length)
+            try active.file.write(header, at: active.size)
+            try active.file.write(payload, at: active.size + UInt64(header.count))
+            let location = BlobLocation(pack: active.id, offset: active.size)
+            var entry = indexEntry
+            entry.offset = active.size
+            active.index.append(entry)
+            active.size += length
+            state.sizes[active.id] = active.size
+            state.unsynced[active.id] = active.file
+            state.active = active
+            return location
+        }
+    }
+
+    /// Reads an entry's header and stored payload.
+    func readEntry(at location: BlobLocation, storedLength: UInt32) throws -> (header: [UInt8], payload: [UInt8]) {
+        guard let file = file(location.pack) else {
+            throw StoreError(code: .notFound, message: "pack \(PackFormat.fileName(location.pack)) is missing", path: path(of: location.pack))
+        }
+        let bytes = try file.readExactly(PackFormat.entryHeaderSize + Int(storedLength), at: location.offset)
+        return (Array(bytes[..<PackFormat.entryHeaderSize]), Array(bytes[PackFormat.entryHeaderSize...]))
+    }
+
+    /// `fdatasync`s every pack written since the last call, then the directory if a pack was created.
+    func synchronize() throws {
+        let (files, directoryNeedsSync) = state.withLock { state in
+            defer { state.unsynced = [:]; state.directoryNeedsSync = false }
+            return (Array(state.unsynced.values), state.directoryNeedsSync)
+        }
+        // A failure is not retried as if the data were safe: the WAL poisons the store (Docs/durability.md).
+        for file in files { try file.synchronizeData() }
+        if directoryNeedsSync { try FileSystem.synchronizeDirectory(directory) }
+    }
+
+    /// Seals the active pack (trailing index, sync), so the next append starts a new one.
+    func sealActivePack() throws {
+        try state.withLock { state in
+            guard let active = state.active else { return }
+            try seal(active, in: &state)
+        }
+    }
+
+    /// Unlinks a pack. The caller has made durable the state that no longer needs it.
+    func remove(_ pack: UInt32) throws {
+        state.withLock { state in
+            if state.active?.id == pack { state.active = nil }
+            state.files[pack] = nil
+            state.sizes[pack] = nil
+            state.unsynced[pack] = nil
+        }
+        try FileSystem.remove(path(of: pack))
+    }
+
+    /// Drops every descriptor. Appends after this fail.
+    func close() {
+        state.withLock { state in
+            state.active = nil
+            state.files = [:]
+            state.unsynced = [:]
+        }
+    }
+
+    private func activePack(_ state: inout State, forAppending length: UInt64) throws -> Active {
+        if let active = state.active {
+            let isEmpty = active.size == UInt64(PackFormat.headerSize)
+            if isEmpty || active.size + length <= sizeTarget { return active }
+            try seal(active, in: &state)
+        }
+        let id = state.nextID
+        let path = path(of: id)
+        let file = try File.open(path, flags: O_RDWR | O_CREAT | O_EXCL)
+        let created = UInt64(max(0, time(nil))) * 1000
+        try file.write(PackFormat.header(id: id, createdMilliseconds: created), at: 0)
+        state.nextID = id &+ 1
+        state.files[id] = file
+        state.sizes[id] = UInt64(PackFormat.headerSize)
+        state.unsynced[id] = file
+        state.directoryNeedsSync = true
+        return Active(id: id, file: file, size: UInt64(PackFormat.headerSize), index: [])
+    }
+
+    private func seal(_ active: Active, in state: inout State) throws {
+        let trailer = PackFormat.trailer(active.index, indexOffset: active.size)
+        try active.file.write(trailer, at: active.size)
+        try active.file.synchronizeData()
+        state.sizes[active.id] = active.size + UInt64(trailer.count)
+        state.unsynced[active.id] = nil
+        state.active = nil
+    }
+}

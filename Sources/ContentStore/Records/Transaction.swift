@@ -1,0 +1,89 @@
+import Foundation
+
+/// The changes of one ``Store/write(_:)`` call. Reads see the transaction's own writes.
+///
+/// Nothing is visible to others, or written, until the closure passed to `write` returns; a thrown
+/// error discards every change.
+public struct Transaction {
+    let base: SortedMap<String, Record>
+    let limits: Store.Limits
+    /// The new state of each changed key; `.some(nil)` is a removal.
+    private(set) var changes: [String: Record?] = [:]
+    private var encodedSize = 0
+
+    init(base: SortedMap<String, Record>, limits: Store.Limits) {
+        self.base = base
+        self.limits = limits
+    }
+
+    /// The record under `key` as this transaction sees it.
+    public func record(forKey key: String) throws -> Record? {
+        try Store.validate(key: key, limits: limits)
+        if let change = changes[key] { return change }
+        return base[key]
+    }
+
+    /// Keys starting with `prefix`, ascending, as this transaction sees them.
+    public func keys(withPrefix prefix: String) throws -> [String] {
+        var keys = Set(base.keys(withPrefix: prefix))
+        for (key, change) in changes where key.hasPrefix(prefix) {
+            if change == nil { keys.remove(key) } else { keys.insert(key) }
+        }
+        return keys.sorted()
+    }
+
+    /// Sets the record under `key`. Its references must name blobs the store holds when the
+    /// transaction commits (`missingBlob` otherwise).
+    public mutating func setRecord(_ record: Record, forKey key: String) throws {
+        try Store.validate(key: key, limits: limits)
+        guard record.value.count <= limits.maximumValueLength else {
+            throw StoreError.limitExceeded("the value for key \"\(Store.describe(key))\" is \(record.value.count) bytes; the limit is \(limits.maximumValueLength)")
+        }
+        guard record.references.count <= limits.maximumReferencesPerRecord else {
+            throw StoreError.limitExceeded("the record for key \"\(Store.describe(key))\" has \(record.references.count) references; the limit is \(limits.maximumReferencesPerRecord)")
+        }
+        try account(key: key, size: 13 + key.utf8.count + record.value.count + record.references.count * Digest.byteCount)
+        changes.updateValue(record, forKey: key)
+    }
+
+    /// Removes the record under `key`; removing a missing key is no error.
+    public mutating func removeRecord(forKey key: String) throws {
+        try Store.validate(key: key, limits: limits)
+        try account(key: key, size: 5 + key.utf8.count)
+        changes.updateValue(nil, forKey: key)
+    }
+
+    private mutating func account(key: String, size: Int) throws {
+        guard encodedSize + size <= limits.maximumTransactionSize else {
+            throw StoreError.limitExceeded("the transaction exceeds \(limits.maximumTransactionSize) bytes at key \"\(Store.describe(key))\"")
+        }
+        encodedSize += size
+    }
+
+    /// The effective changes in key order; removals of keys that do not exist are left out.
+    var effectiveChanges: [LogRecord.Change] {
+        changes.keys.sorted().compactMap { key in
+            let record = changes[key]!
+            if record == nil && base[key] == nil { return nil }
+            return LogRecord.Change(key: key, record: record)
+        }
+    }
+}
+
+extension Store {
+    /// Keys are non-empty, at most `maximumKeyLength` UTF-8 bytes, without NUL. (A Swift `String` is
+    /// always valid UTF-8.)
+    static func validate(key: String, limits: Limits) throws {
+        guard !key.isEmpty else { throw StoreError.invalidArgument("a key must not be empty") }
+        guard key.utf8.count <= limits.maximumKeyLength else {
+            throw StoreError.limitExceeded("key \"\(describe(key))\" is \(key.utf8.count) bytes; the limit is \(limits.maximumKeyLength)")
+        }
+        guard !key.utf8.contains(0) else { throw StoreError.invalidArgument("key \"\(describe(key))\" contains NUL") }
+    }
+
+    /// A key shortened and escaped for a message.
+    static func describe(_ key: String) -> String {
+        let shown = key.count > 80 ? String(key.prefix(80)) + "…" : key
+        return shown.unicodeScalars.map { $0.value < 0x20 ? "\\u{\(String($0.value, radix: 16))}" : String($0) }.joined()
+    }
+}

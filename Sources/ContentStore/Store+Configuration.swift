@@ -1,0 +1,59 @@
+import Foundation
+import Logging
+
+extension Store {
+    /// When a commit is durable.
+    public enum Durability: Sendable {
+        /// `write` returns after the commit (and the blobs it references) reached stable storage.
+        case full
+        /// `write` returns once the commit is handed to the operating system: it survives a crash
+        /// of the process, not a power cut.
+        case none
+    }
+
+    /// Size limits, checked before anything is written or allocated.
+    public struct Limits: Sendable, Hashable {
+        /// Longest key, in UTF-8 bytes.
+        public var maximumKeyLength: Int = 8 * 1024
+        /// Largest record value, in bytes.
+        public var maximumValueLength: Int = 4 * 1024 * 1024
+        /// Most references one record may hold.
+        public var maximumReferencesPerRecord: Int = 1 << 20
+        /// Largest encoded transaction (keys, values and references together), in bytes.
+        public var maximumTransactionSize: Int = 128 * 1024 * 1024
+        /// Largest blob stored as a single pack entry, in bytes.
+        public var maximumBlobSize: Int = Int(UInt32.max) - 1
+
+        /// The defaults.
+        public init() {}
+    }
+
+    /// How a store behaves. Every field has a default; change only what you need.
+    public struct Configuration: Sendable {
+        /// zstd level for blobs, 1...19. Default 3.
+        public var compressionLevel: Int = 3
+        /// When commits are durable. Default ``Durability/full``.
+        public var durability: Durability = .full
+        /// How long a blob must have been unreferenced before ``Store/collectGarbage(_:)`` removes it. Default one hour.
+        public var garbageGracePeriod: Duration = .seconds(3600)
+        /// Whether ``Store/get(_:)`` re-hashes what it returns. Default true.
+        public var verifiesReads: Bool = true
+        /// The clock used for grace periods; injectable for tests.
+        public var now: @Sendable () -> Date = { Date() }
+        /// Size limits.
+        public var limits = Limits()
+        /// A pack file is sealed and a new one started once it reaches this size. Default 64 MiB.
+        public var packSizeTarget: UInt64 = 64 * 1024 * 1024
+        /// A WAL segment is closed and a new one started once it reaches this size. Default 64 MiB.
+        public var walSegmentSize: UInt64 = 64 * 1024 * 1024
+        /// A checkpoint is written in the background once the WAL since the last one passes this size. Default 64 MiB.
+        public var checkpointThreshold: UInt64 = 64 * 1024 * 1024
+        /// Collection rewrites a pack once this fraction of its bytes is dead. Default 0.5.
+        public var packRewriteThreshold: Double = 0.5
+        /// Where the store logs (at info and below).
+        public var logger = Logger(label: "ContentStore")
+
+        /// The defaults.
+        public init() {}
+    }
+}

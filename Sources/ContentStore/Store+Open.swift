@@ -1,0 +1,160 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// `<store>/FORMAT`: magic "CSTORE\0\0" | u32 format version | u32 flags (0) | u32 crc32c(0..<16).
+enum FormatFile {
+    static let version: UInt32 = 1
+    static let magic: [UInt8] = Array("CSTORE\0\0".utf8)
+
+    static func encoded() -> [UInt8] {
+        var writer = ByteWriter(capacity: 20)
+        writer.append(contentsOf: magic)
+        writer.append(version)
+        writer.append(UInt32(0))
+        writer.append(CRC32C.checksum(writer.bytes))
+        return writer.bytes
+    }
+
+    static func check(_ bytes: [UInt8], path: String) throws {
+        guard bytes.count == 20, bytes[0 ..< 8].elementsEqual(magic) else {
+            throw StoreError(code: .unsupportedFormat, message: "\(path) is not a ContentStore FORMAT file", path: path)
+        }
+        let fields = bytes.withUnsafeBytes { raw in
+            (raw.loadUnaligned(fromByteOffset: 8, as: UInt32.self).littleEndian,
+             raw.loadUnaligned(fromByteOffset: 16, as: UInt32.self).littleEndian,
+             CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0 ..< 16])))
+        }
+        guard fields.1 == fields.2 else { throw StoreError.corrupted("FORMAT fails its checksum", path: path, offset: 0) }
+        guard fields.0 <= version else {
+            throw StoreError(
+                code: .unsupportedFormat,
+                message: "the store at \(path) has format version \(fields.0); this build reads up to \(version)", path: path)
+        }
+    }
+}
+
+extension Store {
+    struct Recovered {
+        var state: StoreState
+        var segment: WriteAheadLog.Segment
+        var olderSegments: [UInt64: UInt64]
+        var replayedRecords: Int
+    }
+
+    /// Creates or checks the directory, takes the lock, and recovers the state.
+    static func openDirectory(_ layout: Layout, configuration: Configuration) throws -> (File, Recovered) {
+        switch FileSystem.kind(of: layout.root) {
+        case .missing:
+            do {
+                try FileManager.default.createDirectory(atPath: layout.root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw StoreError.io("cannot create the store directory", path: layout.root, cause: error)
+            }
+        case .other:
+            throw StoreError(code: .unsupportedFormat, message: "\(layout.root) is not a directory", path: layout.root)
+        case .directory:
+            break
+        }
+        let names = try FileSystem.contents(of: layout.root)
+        guard names.contains("FORMAT") || names.allSatisfy({ $0 == "LOCK" }) else {
+            throw StoreError(
+                code: .unsupportedFormat,
+                message: "\(layout.root) is not a ContentStore store: it holds files but no FORMAT", path: layout.root)
+        }
+        let lock = try acquireLock(layout)
+        if FileSystem.kind(of: layout.format) == .missing {
+            for directory in [layout.wal, layout.packs, layout.checkpoints] { try FileSystem.createDirectory(directory) }
+            try FileSystem.writeAtomically(FormatFile.encoded(), to: layout.format, directory: layout.root)
+        }
+        try FormatFile.check(try FileSystem.readFile(layout.format), path: layout.format)
+        for directory in [layout.wal, layout.packs, layout.checkpoints] { try FileSystem.createDirectory(directory) }
+        return (lock, try recover(layout, limits: configuration.limits))
+    }
+
+    private static func acquireLock(_ layout: Layout) throws -> File {
+        let file = try File.open(layout.lock, flags: O_RDWR | O_CREAT)
+        guard try file.tryLockExclusively() else {
+            let holder = (try? file.readExactly(Int(try file.size()), at: 0)).map { String(decoding: $0, as: UTF8.self) }?
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            let who = holder.flatMap { Int($0) }.map { "process \($0)" } ?? "another process"
+            throw StoreError(code: .locked, message: "the store at \(layout.root) is open in \(who)", path: layout.lock)
+        }
+        try file.truncate(to: 0)
+        try file.write(Array("\(getpid())\n".utf8), at: 0)
+        return file
+    }
+
+    /// Newest checkpoint + replay of the WAL segments from the one it names.
+    private static func recover(_ layout: Layout, limits: Limits) throws -> Recovered {
+        var checkpoints: [UInt64] = []
+        for name in try FileSystem.contents(of: layout.checkpoints) {
+            if name.hasSuffix(".tmp") {
+                try FileSystem.remove(layout.checkpoints + "/" + name)  // an unfinished checkpoint
+            } else if let number = Checkpoint.firstSegment(fromFileName: name) {
+                checkpoints.append(number)
+            }
+        }
+        var state = StoreState()
+        var firstSegment: UInt64 = 1
+        if let newest = checkpoints.max() {
+            let contents = try Checkpoint.load(path: layout.checkpoints + "/" + Checkpoint.fileName(newest), limits: limits)
+            guard contents.firstSegment == newest else {
+                throw StoreError.corrupted("checkpoint names segment \(contents.firstSegment) but is filed as \(newest)", path: layout.checkpoints)
+            }
+            state = contents.state
+            firstSegment = newest
+        }
+
+        var segments = try FileSystem.contents(of: layout.wal).compactMap(WALFormat.number(fromFileName:)).sorted()
+        for obsolete in segments where obsolete < firstSegment {
+            try FileSystem.remove(layout.wal + "/" + WALFormat.fileName(obsolete))  // a checkpoint already covers it
+        }
+        segments.removeAll { $0 < firstSegment }
+        for (index, number) in segments.enumerated() where number != firstSegment + UInt64(index) {
+            throw StoreError.corrupted("WAL segment \(WALFormat.fileName(firstSegment + UInt64(index))) is missing", path: layout.wal)
+        }
+
+        var replayed = 0
+        var olderSegments: [UInt64: UInt64] = [:]
+        var lastSegment: WriteAheadLog.Segment?
+        for number in segments {
+            let path = layout.wal + "/" + WALFormat.fileName(number)
+            let file = try File.open(path, flags: O_RDWR)
+            let size = try file.size()
+            guard size <= WALSegmentReader.maximumSegmentFileSize else {
+                throw StoreError.corrupted("WAL segment is \(size) bytes, beyond any segment this store writes", path: path)
+            }
+            let bytes = try file.readExactly(Int(size), at: 0)
+            let isLast = number == segments.last
+            let result = try bytes.withUnsafeBytes { raw in
+                try WALSegmentReader.read(raw, path: path, expectedNumber: number, isLast: isLast, limits: limits) { record, offset in
+                    do {
+                        try state.apply(record)
+                    } catch {
+                        throw StoreError.corrupted("WAL record cannot be applied: \(error)", path: path, offset: UInt64(offset))
+                    }
+                    replayed += 1
+                }
+            }
+            if isLast {
+                if result.validLength < WALFormat.headerSize {
+                    lastSegment = try WriteAheadLog.createSegment(number: number, salt: .random(in: 0 ... .max), in: layout.wal)
+                } else {
+                    if UInt64(result.validLength) < size {
+                        try file.truncate(to: UInt64(result.validLength))  // the torn tail of an unacknowledged write
+                    }
+                    // What a crashed process left in the page cache becomes durable before new batches claim it is.
+                    try file.synchronizeData()
+                    let length = UInt64(result.validLength)
+                    lastSegment = WriteAheadLog.Segment(number: number, file: file, salt: result.header.salt, size: length, durableSize: length)
+                }
+            } else {
+                olderSegments[number] = size
+            }
+        }
+        let segment = try lastSegment ?? WriteAheadLog.createSegment(number: firstSegment, salt: .random(in: 0 ... .max), in: layout.wal)
+        return Recovered(state: state, segment: segment, olderSegments: olderSegments, replayedRecords: replayed)
+    }
+}

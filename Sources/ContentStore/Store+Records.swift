@@ -1,0 +1,84 @@
+import Foundation
+
+extension Store {
+    /// The latest committed record under `key`, or nil.
+    public func record(forKey key: String) throws -> Record? {
+        try checkOpen()
+        try Store.validate(key: key, limits: configuration.limits)
+        return published.withLock { $0.records[key] }
+    }
+
+    /// The committed keys that start with `prefix`, in ascending order.
+    public func keys(withPrefix prefix: String) throws -> [String] {
+        try checkOpen()
+        return published.withLock { $0.records }.keys(withPrefix: prefix)
+    }
+
+    /// Runs `body` with one consistent snapshot of the records. Writers are not blocked.
+    public func read<T>(_ body: (Snapshot) throws -> T) throws -> T {
+        try body(try makeSnapshot())
+    }
+
+    /// A snapshot that stays consistent, and keeps the blobs it references from collection, for as
+    /// long as it (or a copy) exists. ``read(_:)`` is the scoped form; use this for readers that
+    /// outlive one call, such as a lazy iterator.
+    public func makeSnapshot() throws -> Snapshot {
+        try checkOpen()
+        let now = nowSeconds
+        return published.withLock { published in
+            // The pin is registered under the same lock, so collection sees it or sees the records it read.
+            let pin = snapshots.pin(at: min(now, published.horizon ?? now))
+            return Snapshot(records: published.records, store: self, pin: pin)
+        }
+    }
+
+    /// Runs `body` as one atomic transaction and commits what it changed.
+    ///
+    /// All or nothing: if `body` throws, nothing is committed. With ``Durability/full`` the commit is
+    /// on stable storage when `write` returns. Transactions run one at a time, each seeing the last.
+    ///
+    /// - Throws: `missingBlob` if a record references a digest the store does not hold (nothing is
+    ///   committed), `limitExceeded` / `invalidArgument` for bad keys and values, or what `body` threw.
+    @discardableResult
+    public func write<T>(_ body: (inout Transaction) throws -> T) throws -> T {
+        try checkOpen()
+        var result: T?
+        var commit: (lsn: UInt64, records: SortedMap<String, Record>)?
+        try writer.withLock { _ in
+            var transaction = Transaction(base: core.withLock { $0.state.records }, limits: configuration.limits)
+            result = try body(&transaction)
+            let changes = transaction.effectiveChanges
+            guard !changes.isEmpty else { return }
+            commit = try self.commit(changes)
+        }
+        if let commit {
+            try wal.flush(upTo: commit.lsn, synchronously: configuration.durability == .full)
+            published.withLock { $0.publish(commit.records, lsn: commit.lsn) }
+            scheduleCheckpointIfNeeded()
+        }
+        return result!
+    }
+
+    /// Applies and logs a transaction's changes under the core lock.
+    private func commit(_ changes: [LogRecord.Change]) throws -> (lsn: UInt64, records: SortedMap<String, Record>) {
+        let time = nowSeconds
+        return try core.withLock { core in
+            guard core.isOpen else { throw Store.closedError }
+            if let missing = core.state.firstMissingReference(in: changes) {
+                throw StoreError(
+                    code: .missingBlob,
+                    message: "record \"\(Store.describe(missing.key))\" references blob \(missing.digest), which the store does not hold")
+            }
+            let record = LogRecord.Commit(sequence: core.state.commitSequence + 1, time: time, changes: changes)
+            let lsn = try wal.append(.commit(record))
+            do {
+                try core.state.apply(record)
+            } catch {
+                // Checked above, so unreachable short of a bug; the log already has the record, so stop here.
+                throw StoreError(code: .corrupted, message: "commit could not be applied: \(error)")
+            }
+            published.withLock { $0.applied(lsn: lsn, time: time) }
+            return (lsn, core.state.records)
+        }
+    }
+}

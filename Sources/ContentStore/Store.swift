@@ -1,0 +1,127 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Logging
+import Synchronization
+
+/// A content-addressed blob store with transactional records, exact reference counts and
+/// garbage collection. See Docs/architecture.md.
+///
+/// `Store` is `Sendable`: any number of threads may put, get, read and write at once. Hashing and
+/// compression run outside every lock; concurrent commits share one `fsync` (group commit). One
+/// process at a time opens a store (an OS file lock on `LOCK`).
+public final class Store: Sendable {
+    /// The configuration the store was opened with.
+    public let configuration: Configuration
+    /// The store's directory.
+    public let directory: URL
+
+    let layout: Layout
+    let packs: PackStore
+    let wal: WriteAheadLog
+    let snapshots = SnapshotRegistry()
+    private let lockFile: Mutex<File?>
+
+    struct Core {
+        var state: StoreState
+        var isOpen = true
+    }
+
+    /// Records, blob index and the order of WAL appends: held briefly, never across I/O except the
+    /// rotation of a checkpoint.
+    let core: Mutex<Core>
+    /// Serializes transactions, so each sees the one before it.
+    let writer = Mutex<Void>(())
+    /// What readers see: the records as of the newest commit that is durable.
+    let published: Mutex<Published>
+    /// Serializes checkpoints and collections with each other.
+    let maintenance = Mutex<Void>(())
+    let background: BackgroundWork
+
+    var logger: Logger { configuration.logger }
+
+    /// Opens the store in `directory`, creating it when the directory is missing or empty, and
+    /// recovers: loads the newest checkpoint and replays the WAL written after it. A torn write at the
+    /// end of the log is cut off; damage anywhere else is `corrupted`, naming the file and offset.
+    ///
+    /// - Throws: ``StoreError`` with `locked` (naming the process) when another process has the store
+    ///   open, `unsupportedFormat` for a directory that is not a store or a newer format version.
+    public init(at directory: URL, configuration: Configuration = .init()) throws {
+        self.configuration = configuration
+        self.directory = directory.standardizedFileURL
+        layout = Layout(root: self.directory.path)
+        try Store.validate(configuration)
+
+        let (lock, recovered) = try Store.openDirectory(layout, configuration: configuration)
+        lockFile = Mutex(lock)
+        do {
+            packs = try PackStore(directory: layout.packs, sizeTarget: configuration.packSizeTarget)
+            let packStore = packs
+            wal = WriteAheadLog(
+                directory: layout.wal, segment: recovered.segment, olderSegments: recovered.olderSegments,
+                segmentSizeLimit: configuration.walSegmentSize, synchronizePacks: { try packStore.synchronize() })
+            core = Mutex(Core(state: recovered.state))
+            published = Mutex(Published(records: recovered.state.records))
+            background = BackgroundWork()
+        }
+        configuration.logger.debug("opened store", metadata: [
+            "path": "\(layout.root)", "blobs": "\(recovered.state.blobs.count)",
+            "records": "\(recovered.state.records.count)", "replayed": "\(recovered.replayedRecords)",
+        ])
+    }
+
+    deinit {
+        try? close()
+    }
+
+    /// Makes everything written durable, waits for background maintenance, and releases the store.
+    /// Idempotent; every later call on this instance throws `closed`.
+    public func close() throws {
+        let wasOpen = core.withLock { core in
+            defer { core.isOpen = false }
+            return core.isOpen
+        }
+        guard wasOpen else { return }
+        background.stopAndWait()
+        defer {
+            packs.close()
+            lockFile.withLock { $0 = nil }
+        }
+        try wal.flush(upTo: wal.appendedLSN, synchronously: true)
+        try packs.synchronize()
+    }
+
+    func checkOpen() throws {
+        guard core.withLock({ $0.isOpen }) else { throw Store.closedError }
+    }
+
+    static let closedError = StoreError(code: .closed, message: "the store is closed")
+
+    /// Seconds since the Unix epoch on the configured clock.
+    var nowSeconds: UInt32 {
+        UInt32(clamping: Int64(configuration.now().timeIntervalSince1970.rounded(.down)))
+    }
+
+    private static func validate(_ configuration: Configuration) throws {
+        guard (1 ... 22).contains(configuration.compressionLevel) else {
+            throw StoreError.invalidArgument("compression level \(configuration.compressionLevel) is outside 1...22")
+        }
+        guard configuration.garbageGracePeriod >= .zero else { throw StoreError.invalidArgument("the grace period is negative") }
+        guard configuration.packSizeTarget >= 1 << 16, configuration.walSegmentSize >= 1 << 16 else {
+            throw StoreError.invalidArgument("pack and WAL segment sizes must be at least 64 KiB")
+        }
+    }
+}
+
+extension Store {
+    /// Paths inside the store directory.
+    struct Layout: Sendable {
+        let root: String
+        var format: String { root + "/FORMAT" }
+        var lock: String { root + "/LOCK" }
+        var wal: String { root + "/wal" }
+        var packs: String { root + "/packs" }
+        var checkpoints: String { root + "/checkpoint" }
+    }
+}

@@ -1,0 +1,37 @@
+internal import COpenSSLCrypto
+
+/// SHA-256 through OpenSSL's EVP interface, which uses the CPU's SHA extensions where present.
+enum SHA256 {
+    /// Fetched once: an implicit fetch on every call costs more than hashing a small blob.
+    nonisolated(unsafe) private static let algorithm: OpaquePointer = EVP_MD_fetch(nil, "SHA256", nil) ?? EVP_sha256()
+
+    static func hash(_ bytes: UnsafeRawBufferPointer) -> Digest {
+        var hasher = Hasher()
+        hasher.update(bytes)
+        return hasher.finalize()
+    }
+
+    /// An incremental hasher for content that arrives in pieces (streamed files, chunked blobs).
+    struct Hasher: ~Copyable {
+        private let context: OpaquePointer
+
+        init() {
+            context = EVP_MD_CTX_new()
+            EVP_DigestInit_ex(context, SHA256.algorithm, nil)
+        }
+
+        deinit { EVP_MD_CTX_free(context) }
+
+        mutating func update(_ bytes: UnsafeRawBufferPointer) {
+            guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+            EVP_DigestUpdate(context, base, bytes.count)
+        }
+
+        consuming func finalize() -> Digest {
+            var output = [UInt8](repeating: 0, count: Digest.byteCount)
+            var length: UInt32 = 0
+            EVP_DigestFinal_ex(context, &output, &length)
+            return output.withUnsafeBytes { Digest(bytes: $0) }
+        }
+    }
+}

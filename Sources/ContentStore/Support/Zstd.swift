@@ -1,0 +1,45 @@
+internal import CZstd
+import Synchronization
+
+/// zstd compression with pooled contexts: creating a context per call costs more than
+/// compressing a small blob.
+enum Zstd {
+    /// A zstd context. Sendable because the pool hands each one to a single thread at a time.
+    private struct Context: @unchecked Sendable { let pointer: OpaquePointer }
+    private static let compressors = Mutex<[Context]>([])
+    private static let decompressors = Mutex<[Context]>([])
+
+    /// The compressed form of `source`, or nil when compression would not make it smaller.
+    static func compress(_ source: UnsafeRawBufferPointer, level: Int) -> [UInt8]? {
+        guard source.count > 0 else { return nil }
+        let context = compressors.withLock { $0.popLast() } ?? Context(pointer: ZSTD_createCCtx()!)
+        defer { compressors.withLock { $0.append(context) } }
+        // One byte less than the input: anything that does not fit is not worth storing compressed.
+        let capacity = source.count - 1
+        guard capacity > 0 else { return nil }
+        var output = [UInt8](repeating: 0, count: capacity)
+        let written = output.withUnsafeMutableBytes {
+            ZSTD_compressCCtx(context.pointer, $0.baseAddress, capacity, source.baseAddress, source.count, Int32(level))
+        }
+        guard ZSTD_isError(written) == 0 else { return nil }
+        output.removeSubrange(written...)
+        return output
+    }
+
+    struct DecompressionFailed: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Decompresses `source` into `destination`, which must be exactly the original size.
+    static func decompress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) throws {
+        let context = decompressors.withLock { $0.popLast() } ?? Context(pointer: ZSTD_createDCtx()!)
+        defer { decompressors.withLock { $0.append(context) } }
+        let written = ZSTD_decompressDCtx(context.pointer, destination.baseAddress, destination.count, source.baseAddress, source.count)
+        if ZSTD_isError(written) != 0 {
+            throw DecompressionFailed(description: String(cString: ZSTD_getErrorName(written)))
+        }
+        guard written == destination.count else {
+            throw DecompressionFailed(description: "frame holds \(written) bytes, index says \(destination.count)")
+        }
+    }
+}
