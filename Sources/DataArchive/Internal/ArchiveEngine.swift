@@ -128,19 +128,26 @@ enum EngineRegistry {
     /// The live engine for `path` if `accept` takes it; a new engine from `make` if there is none;
     /// nil if there is one that `accept` refuses.
     static func engine(forPath path: String, accept: (ArchiveEngine) -> Bool, make: () -> ArchiveEngine) -> ArchiveEngine? {
+        enum Outcome {
+            case existing(ArchiveEngine)
+            case created(ArchiveEngine)
+            case closing
+        }
         while true {
-            enum Outcome { case found(ArchiveEngine?), closing }
+            // The strong reference to an existing engine leaves the lock with the outcome: were it
+            // the last one and dropped inside, the engine's deinit would take this lock again.
             let outcome: Outcome = slots.withLock { slots in
                 if let slot = slots[path] {
                     guard let engine = slot.engine else { return .closing }
-                    return .found(accept(engine) ? engine : nil)
+                    return .existing(engine)
                 }
                 let engine = make()
                 slots[path] = Slot(engine: engine)
-                return .found(engine)
+                return .created(engine)
             }
             switch outcome {
-            case .found(let engine): return engine
+            case .existing(let engine): return accept(engine) ? engine : nil
+            case .created(let engine): return engine
             case .closing: usleep(500)
             }
         }
