@@ -34,7 +34,7 @@ final class WriteAheadLog: Sendable {
         var writtenLSN: UInt64 = 0
         var durableLSN: UInt64 = 0
         var leaderActive = false
-        var waiters: [DispatchSemaphore] = []
+        var waiters: [Waiter] = []
         var failure: StoreError?
         var segment: Segment
         /// Sizes of the segments before the current one that are still on disk.
@@ -42,6 +42,12 @@ final class WriteAheadLog: Sendable {
     }
 
     private let state: Mutex<State>
+
+    private struct Waiter {
+        var lsn: UInt64
+        var synchronously: Bool
+        var semaphore: DispatchSemaphore
+    }
 
     /// Continues `segment` (whose first `segment.size` bytes are intact and durable).
     init(directory: String, segment: Segment, olderSegments: [UInt64: UInt64], segmentSizeLimit: UInt64,
@@ -95,7 +101,7 @@ final class WriteAheadLog: Sendable {
                 if (synchronously ? state.durableLSN : state.writtenLSN) >= lsn { return .done }
                 if state.leaderActive {
                     let semaphore = DispatchSemaphore(value: 0)
-                    state.waiters.append(semaphore)
+                    state.waiters.append(Waiter(lsn: lsn, synchronously: synchronously, semaphore: semaphore))
                     return .wait(semaphore)
                 }
                 state.leaderActive = true
@@ -176,10 +182,18 @@ final class WriteAheadLog: Sendable {
         }
     }
 
+    /// Wakes the waiters this batch satisfied, and one more to lead the next batch. Waking everyone
+    /// would make all of them contend for the lock only for all but one to wait again.
     private func finishLeading(_ state: inout State) {
         state.leaderActive = false
-        for waiter in state.waiters { waiter.signal() }
-        state.waiters.removeAll()
+        var successorWoken = false
+        state.waiters.removeAll { waiter in
+            let satisfied = state.failure != nil || (waiter.synchronously ? state.durableLSN : state.writtenLSN) >= waiter.lsn
+            guard satisfied || !successorWoken else { return false }
+            successorWoken = successorWoken || !satisfied
+            waiter.semaphore.signal()
+            return true
+        }
     }
 
     /// Syncs the full segment (so only the last segment can ever hold a torn tail) and opens the next.
