@@ -78,12 +78,13 @@ public final class Store: Sendable {
     /// Makes everything written durable, waits for background maintenance, and releases the store.
     /// Idempotent; every later call on this instance throws `closed`.
     public func close() throws {
+        // Background work finishes first, so a checkpoint in progress completes rather than fails.
+        background.stopAndWait()
         let wasOpen = core.withLock { core in
             defer { core.isOpen = false }
             return core.isOpen
         }
         guard wasOpen else { return }
-        background.stopAndWait()
         defer {
             packs.close()
             lockFile.withLock { $0 = nil }
