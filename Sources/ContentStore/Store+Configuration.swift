@@ -52,6 +52,8 @@ extension Store {
         public var packRewriteThreshold: Double = 0.5
         /// Where the store logs (at info and below).
         public var logger = Logger(label: "ContentStore")
+        /// The system calls the store makes; tests substitute fault-injecting implementations.
+        var fileIO: any FileIO = SystemFileIO()
 
         /// The defaults.
         public init() {}

@@ -18,6 +18,7 @@ public final class Store: Sendable {
     public let directory: URL
 
     let layout: Layout
+    let fileSystem: FileSystem
     let packs: PackStore
     let wal: WriteAheadLog
     let snapshots = SnapshotRegistry()
@@ -51,15 +52,16 @@ public final class Store: Sendable {
         self.configuration = configuration
         self.directory = directory.standardizedFileURL
         layout = Layout(root: self.directory.path)
+        fileSystem = FileSystem(io: configuration.fileIO)
         try Store.validate(configuration)
 
-        let (lock, recovered) = try Store.openDirectory(layout, configuration: configuration)
+        let (lock, recovered) = try Store.openDirectory(layout, fileSystem: fileSystem, configuration: configuration)
         lockFile = Mutex(lock)
         do {
-            packs = try PackStore(directory: layout.packs, sizeTarget: configuration.packSizeTarget)
+            packs = try PackStore(directory: layout.packs, sizeTarget: configuration.packSizeTarget, fileSystem: fileSystem)
             let packStore = packs
             wal = WriteAheadLog(
-                directory: layout.wal, segment: recovered.segment, olderSegments: recovered.olderSegments,
+                directory: layout.wal, fileSystem: fileSystem, segment: recovered.segment, olderSegments: recovered.olderSegments,
                 segmentSizeLimit: configuration.walSegmentSize, synchronizePacks: { try packStore.synchronize() })
             core = Mutex(Core(state: recovered.state))
             published = Mutex(Published(records: recovered.state.records))
