@@ -19,8 +19,8 @@ public final class Store: Sendable {
 
     let layout: Layout
     let fileSystem: FileSystem
-    let packs: PackStore
-    let wal: WriteAheadLog
+    let packs: any BlobStorage
+    let wal: any RecordLog
     let snapshots = SnapshotRegistry()
     private let lockFile: Mutex<File?>
 

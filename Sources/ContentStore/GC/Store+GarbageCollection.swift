@@ -91,7 +91,7 @@ extension Store {
                 if !dryRun { try rewrite(pack) }
             }
         }
-        if !dryRun && report.packsDeleted > 0 { try fileSystem.synchronizeDirectory(packs.directory) }
+        if !dryRun && report.packsDeleted > 0 { try fileSystem.synchronizeDirectory(layout.packs) }
     }
 
     /// Copies a pack's live entries to the active pack, makes the move durable, deletes the pack.
