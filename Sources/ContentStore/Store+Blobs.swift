@@ -151,14 +151,14 @@ extension Store {
         let data = try get(digest)
         let directory = file.deletingLastPathComponent().path
         let temporary = directory + "/." + file.lastPathComponent + ".\(getpid()).tmp"
-        let output = try File.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o644)
+        let output = try fileSystem.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o644)
         do {
             try data.withUnsafeBytes { try output.write($0, at: 0) }
             try output.synchronize()
-            try FileSystem.rename(temporary, to: file.path)
-            try FileSystem.synchronizeDirectory(directory)
+            try fileSystem.rename(temporary, to: file.path)
+            try fileSystem.synchronizeDirectory(directory)
         } catch {
-            try? FileSystem.remove(temporary)
+            try? fileSystem.remove(temporary)
             throw error
         }
     }

@@ -57,6 +57,8 @@ extension Store {
         /// it is open. Runs never overlap, hold no lock for their duration, stop at ``Store/close()``,
         /// and do not keep a store that is otherwise released alive. Default nil: no periodic work.
         public var maintenanceInterval: Duration?
+        /// The system calls the store makes; tests substitute fault-injecting implementations.
+        var fileIO: any FileIO = SystemFileIO()
 
         /// The defaults.
         public init() {}

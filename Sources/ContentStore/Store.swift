@@ -18,8 +18,9 @@ public final class Store: Sendable {
     public let directory: URL
 
     let layout: Layout
-    let packs: PackStore
-    let wal: WriteAheadLog
+    let fileSystem: FileSystem
+    let packs: any BlobStorage
+    let wal: any RecordLog
     let snapshots = SnapshotRegistry()
     private let lockFile: Mutex<File?>
 
@@ -53,15 +54,16 @@ public final class Store: Sendable {
         self.configuration = configuration
         self.directory = directory.standardizedFileURL
         layout = Layout(root: self.directory.path)
+        fileSystem = FileSystem(io: configuration.fileIO)
         try Store.validate(configuration)
 
-        let (lock, recovered) = try Store.openDirectory(layout, configuration: configuration)
+        let (lock, recovered) = try Store.openDirectory(layout, fileSystem: fileSystem, configuration: configuration)
         lockFile = Mutex(lock)
         do {
-            packs = try PackStore(directory: layout.packs, sizeTarget: configuration.packSizeTarget)
+            packs = try PackStore(directory: layout.packs, sizeTarget: configuration.packSizeTarget, fileSystem: fileSystem)
             let packStore = packs
             wal = WriteAheadLog(
-                directory: layout.wal, segment: recovered.segment, olderSegments: recovered.olderSegments,
+                directory: layout.wal, fileSystem: fileSystem, segment: recovered.segment, olderSegments: recovered.olderSegments,
                 segmentSizeLimit: configuration.walSegmentSize, synchronizePacks: { try packStore.synchronize() })
             core = Mutex(Core(state: recovered.state))
             published = Mutex(Published(records: recovered.state.records))
@@ -81,14 +83,15 @@ public final class Store: Sendable {
     /// Makes everything written durable, waits for background maintenance, and releases the store.
     /// Idempotent; every later call on this instance throws `closed`.
     public func close() throws {
+        // Background work finishes first, so a checkpoint in progress completes rather than fails.
+        background.stopAndWait()
         let wasOpen = core.withLock { core in
             defer { core.isOpen = false }
             return core.isOpen
         }
         guard wasOpen else { return }
-        background.stopAndWait()
-        // A collection or checkpoint running on another thread sees `isOpen == false` at its next
-        // step and stops; wait for it, so nothing touches the files after the lock is released.
+        // A collection, checkpoint or verify running on another thread sees `isOpen == false` at its
+        // next step and stops; wait for it, so nothing touches the files after the lock is released.
         maintenance.withLock { _ in }
         defer {
             packs.close()

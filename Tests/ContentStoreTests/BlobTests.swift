@@ -128,7 +128,7 @@ import Testing
         for (digest, blob) in zip(digests, blobs) { #expect(try reopened.get(digest) == blob) }
         // Sealed packs carry their own index, matching the entries.
         let packFiles = try files(in: dir.store.appendingPathComponent("packs"), withExtension: "pack")
-        let sealed = try File.open(packFiles[0].path, flags: 0)
+        let sealed = try FileSystem(io: SystemFileIO()).open(packFiles[0].path, flags: 0)
         let indexOffset = try #require(try PackReader.sealedIndexOffset(of: sealed, size: try sealed.size()))
         let entries = try PackReader.entries(of: sealed)
         #expect(!entries.isEmpty)

@@ -149,7 +149,7 @@ extension Store {
         var removedAny = false
         defer {
             // Unlinks are made durable together; a crash before that only leaves packs the next run deletes.
-            if removedAny { try? FileSystem.synchronizeDirectory(packs.directory) }
+            if removedAny { try? fileSystem.synchronizeDirectory(layout.packs) }
         }
         progress?(MaintenanceProgress(phase: .compactingPacks, completed: 0, total: listed.count))
         for (index, pack) in listed.enumerated() {

@@ -17,6 +17,7 @@ import Synchronization
 /// store is reopened, which recovers from what the disk really holds.
 final class WriteAheadLog: Sendable {
     let directory: String
+    private let fileSystem: FileSystem
     private let segmentSizeLimit: UInt64
     private let synchronizePacks: @Sendable () throws -> Void
 
@@ -50,9 +51,10 @@ final class WriteAheadLog: Sendable {
     }
 
     /// Continues `segment` (whose first `segment.size` bytes are intact and durable).
-    init(directory: String, segment: Segment, olderSegments: [UInt64: UInt64], segmentSizeLimit: UInt64,
+    init(directory: String, fileSystem: FileSystem, segment: Segment, olderSegments: [UInt64: UInt64], segmentSizeLimit: UInt64,
          synchronizePacks: @escaping @Sendable () throws -> Void) {
         self.directory = directory
+        self.fileSystem = fileSystem
         self.segmentSizeLimit = segmentSizeLimit
         self.synchronizePacks = synchronizePacks
         state = Mutex(State(segment: segment, completedSegments: olderSegments))
@@ -60,13 +62,13 @@ final class WriteAheadLog: Sendable {
 
     /// Creates segment `number` (header written and synced, directory synced). Segments created by one
     /// log share its salt, so records buffered before a rotation stay valid after it.
-    static func createSegment(number: UInt64, salt: UInt32, in directory: String) throws -> Segment {
+    static func createSegment(number: UInt64, salt: UInt32, in directory: String, fileSystem: FileSystem) throws -> Segment {
         let path = directory + "/" + WALFormat.fileName(number)
-        let file = try File.open(path, flags: O_RDWR | O_CREAT | O_TRUNC)
+        let file = try fileSystem.open(path, flags: O_RDWR | O_CREAT | O_TRUNC)
         let header = WALFormat.header(number: number, salt: salt)
         try file.write(header, at: 0)
         try file.synchronizeData()
-        try FileSystem.synchronizeDirectory(directory)
+        try fileSystem.synchronizeDirectory(directory)
         let size = UInt64(header.count)
         return Segment(number: number, file: file, salt: salt, size: size, durableSize: size)
     }
@@ -200,7 +202,7 @@ final class WriteAheadLog: Sendable {
     private func startNextSegment(_ state: inout State) throws {
         try synchronizePacks()
         try state.segment.file.synchronizeData()
-        let next = try WriteAheadLog.createSegment(number: state.segment.number + 1, salt: state.segment.salt, in: directory)
+        let next = try WriteAheadLog.createSegment(number: state.segment.number + 1, salt: state.segment.salt, in: directory, fileSystem: fileSystem)
         state.completedSegments[state.segment.number] = state.segment.size
         state.segment = next
     }

@@ -121,11 +121,11 @@ extension Store {
     private func verifyLog(_ problems: inout [VerificationReport.Problem]) throws -> Int {
         try wal.flush(upTo: wal.appendedLSN, synchronously: false)
         let current = wal.currentSegmentNumber
-        let numbers = try FileSystem.contents(of: layout.wal).compactMap(WALFormat.number(fromFileName:)).sorted()
+        let numbers = try fileSystem.contents(of: layout.wal).compactMap(WALFormat.number(fromFileName:)).sorted()
         for number in numbers {
             let path = layout.wal + "/" + WALFormat.fileName(number)
             do {
-                let bytes = try FileSystem.readFile(path)
+                let bytes = try fileSystem.readFile(path)
                 _ = try bytes.withUnsafeBytes {
                     try WALSegmentReader.read($0, path: path, expectedNumber: number, isLast: number == current,
                                               limits: configuration.limits) { _, _ in }
@@ -138,11 +138,11 @@ extension Store {
     }
 
     private func verifyCheckpoint(_ problems: inout [VerificationReport.Problem]) {
-        let names = (try? FileSystem.contents(of: layout.checkpoints)) ?? []
+        let names = (try? fileSystem.contents(of: layout.checkpoints)) ?? []
         guard let newest = names.compactMap(Checkpoint.firstSegment(fromFileName:)).max() else { return }
         let path = layout.checkpoints + "/" + Checkpoint.fileName(newest)
         do {
-            _ = try Checkpoint.load(path: path, limits: configuration.limits)
+            _ = try Checkpoint.load(path: path, limits: configuration.limits, fileSystem: fileSystem)
         } catch let error as StoreError {
             problems.append(.init(kind: "checkpoint", message: error.message, path: error.path ?? path, offset: error.offset))
         } catch {
@@ -206,7 +206,7 @@ extension Store {
             let path = packs.path(of: location.pack)
             let present = packState[location.pack] ?? {
                 // An open descriptor keeps a deleted file readable: ask the directory too.
-                let present = packs.file(location.pack) != nil && FileSystem.kind(of: path) != .missing
+                let present = packs.file(location.pack) != nil && fileSystem.kind(of: path) != .missing
                 if !present {
                     problems.append(.init(kind: "missingPack", message: "pack \(PackFormat.fileName(location.pack)) is missing (blob \(digest) and others)",
                                           path: path, digest: digest))
