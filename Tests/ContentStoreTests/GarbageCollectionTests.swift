@@ -210,7 +210,7 @@ import Testing
                 try transaction.setRecord(Record(references: [digest]), forKey: "k\(index)")
             }
         }
-        try store.packs.sealActivePack()
+        try store.sealActivePack()
         #expect(try store.statistics().packCount >= 3)
         let first = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero))
         #expect(first.blobsRemoved == 600)
@@ -237,7 +237,7 @@ import Testing
             return LogRecord.BlobPlacement(digest: digest, location: location, compressed: false,
                                            rawLength: UInt32(payload.count), storedLength: UInt32(payload.count), time: store.nowSeconds)
         }
-        try store.packs.sealActivePack()
+        try store.sealActivePack()
 
         let report = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero))
         #expect(report.blobsRemoved == 1)
@@ -266,7 +266,7 @@ import Testing
         let liveData = random.bytes(8000)
         let live = try store.put(liveData)
         try store.write { try $0.setRecord(Record(references: [live]), forKey: "live") }
-        try store.packs.sealActivePack()
+        try store.sealActivePack()
         let location = try #require(store.core.withLock { $0.state.blobs[garbage[1]] }).location
 
         // Damage the header of a garbage entry in front of the live one (in place: the store has the file open).
@@ -401,7 +401,7 @@ struct PackFixture {
             contents[digest] = data
             try store.write { try $0.setRecord(Record(references: [digest]), forKey: "blob/\(index)") }
         }
-        try store.packs.sealActivePack()
+        try store.sealActivePack()
         var packs: [UInt32: [Digest]] = [:]
         for digest in digests {
             let pack = try #require(store.core.withLock { $0.state.blobs[digest] }).location.pack
@@ -431,5 +431,12 @@ struct PackFixture {
             for key in keys { try transaction.removeRecord(forKey: key) }
         }
         return (byPack.prefix(allOfPacks).map(\.pack), byPack.dropFirst(allOfPacks).prefix(mostOfPacks).map(\.pack))
+    }
+}
+
+extension Store {
+    /// Seals the active pack, so collection may judge it.
+    func sealActivePack() throws {
+        try #require(packs as? PackStore, "local pack storage").sealActivePack()
     }
 }

@@ -163,7 +163,7 @@ private func packPath(_ dir: TemporaryDirectory, _ pack: UInt32) -> String {
 func rewriteCheckpoint(_ dir: TemporaryDirectory, _ change: (inout StoreState) throws -> Void) throws {
     let directory = dir.store.appendingPathComponent("checkpoint")
     let file = try #require(try files(in: directory, withExtension: "ckpt").last)
-    var contents = try Checkpoint.load(path: file.path, limits: Store.Limits())
+    var contents = try Checkpoint.load(path: file.path, limits: Store.Limits(), fileSystem: FileSystem(io: SystemFileIO()))
     try change(&contents.state)
-    try Checkpoint.write(contents, directory: directory.path)
+    try Checkpoint.write(contents, directory: directory.path, fileSystem: FileSystem(io: SystemFileIO()))
 }
