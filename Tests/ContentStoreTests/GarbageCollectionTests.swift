@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Synchronization
 import Testing
@@ -194,6 +195,56 @@ import Testing
         try store.write { try $0.removeRecord(forKey: "k") }
         #expect(try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero)).blobsRemoved == 0)
         #expect(try snapshot.get(digest) == Data("x".utf8))
+    }
+
+    /// A commit reads the clock, then a snapshot is taken (and pinned at a later second) before
+    /// the commit applies: the blob the commit unreferences must still count as seen by the
+    /// snapshot. The clock is read under the lock that orders commits and snapshots, so the
+    /// snapshot waits for the commit and pins at its time.
+    @Test func aCommitRacingASnapshotCannotUnprotectItsBlobs() throws {
+        let dir = TemporaryDirectory()
+        let clock = TestClock()
+        let armed = Atomic<Bool>(false)
+        let clockRead = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
+        var configuration = Store.Configuration.testing()
+        configuration.now = {
+            let now = clock.now
+            if armed.exchange(false, ordering: .relaxed) {
+                clockRead.signal()  // the commit has its time...
+                proceed.wait()  // ...and is held here until the snapshot has been asked for
+            }
+            return now
+        }
+        let store = try Store(at: dir.store, configuration: configuration)
+        let digest = try store.put(Data("raced".utf8))
+        try store.write { try $0.setRecord(Record(references: [digest]), forKey: "k") }
+
+        armed.store(true, ordering: .relaxed)
+        // Threads, not a dispatch queue: the reader must run while the writer is held.
+        let writerDone = DispatchSemaphore(value: 0), readerDone = DispatchSemaphore(value: 0)
+        Thread {
+            _ = try? store.write { try $0.removeRecord(forKey: "k") }
+            writerDone.signal()
+        }.start()
+        clockRead.wait()
+        clock.advance(by: 10)
+        let snapshot = Mutex<Snapshot?>(nil)
+        Thread {
+            let taken = try? store.makeSnapshot()
+            snapshot.withLock { $0 = taken }
+            readerDone.signal()
+        }.start()
+        let readerFinishedFirst = readerDone.wait(timeout: .now() + 0.2) == .success  // it may wait for the commit
+        proceed.signal()
+        writerDone.wait()
+        if !readerFinishedFirst { readerDone.wait() }
+
+        let taken = try #require(snapshot.withLock { $0 })
+        let removed = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero)).blobsRemoved
+        if try taken.record(forKey: "k") != nil {
+            #expect(removed == 0, "the snapshot sees the record, so its blob stays")
+            #expect(try taken.get(digest) == Data("raced".utf8))
+        }
     }
 
     /// A sealed pack's trailing index is overhead, not garbage. Counted as dead, packs of small blobs
