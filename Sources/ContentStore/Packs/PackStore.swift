@@ -34,6 +34,8 @@ final class PackStore: Sendable {
         var nextID: UInt32 = 1
         var unsynced: [UInt32: File] = [:]
         var directoryNeedsSync = false
+        /// Appends per pack whose placement the caller has not yet put in the index (``settle(_:)``).
+        var unsettled: [UInt32: Int] = [:]
     }
 
     private let state: Mutex<State>
@@ -77,9 +79,26 @@ final class PackStore: Sendable {
             active.size += length
             state.sizes[active.id] = active.size
             state.unsynced[active.id] = active.file
+            state.unsettled[active.id, default: 0] += 1
             state.active = active
             return location
         }
+    }
+
+    /// Tells the store that an entry ``append(header:payload:indexEntry:)`` wrote is now in the
+    /// index (or was found redundant). Every append must be settled exactly once.
+    func settle(_ pack: UInt32) {
+        state.withLock { state in
+            let remaining = state.unsettled[pack, default: 1] - 1
+            state.unsettled[pack] = remaining > 0 ? remaining : nil
+        }
+    }
+
+    /// Whether entries were appended to `pack` that the index may not know yet. Collection judges a
+    /// pack by the index only when this is false; appends go to the active pack only, so once a pack
+    /// is no longer active and this is false, it stays false.
+    func hasUnsettledAppends(_ pack: UInt32) -> Bool {
+        state.withLock { $0.unsettled[pack] != nil }
     }
 
     /// `fdatasync`s every pack written since the last call, then the directory if a pack was created.
