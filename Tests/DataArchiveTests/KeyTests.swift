@@ -1,6 +1,7 @@
 import ContentStore
 @testable import DataArchive
 import Foundation
+import Synchronization
 import Testing
 
 /// Keys are arbitrary non-empty strings with no filesystem meaning.
@@ -106,5 +107,45 @@ import Testing
         let (people, result) = await archive.getAllPeopleAndWait("p")
         #expect(people.map(\.age) == [2, 1])
         #expect(couldNotConvertFileURL(result)?.lastPathComponent == "1.dat")
+    }
+}
+
+extension KeyTests {
+    /// Keys compare as Swift strings: canonically equivalent spellings are one key.
+    @Test func canonicallyEquivalentKeysAreOneKey() async {
+        let archive = DataArchive(rootUrl: directory.url)
+        #expect(await archive.setAndWait("caf\u{E9}", bytes("precomposed")).isSuccess)
+        #expect(await archive.archiveAndWait("cafe\u{301}", bytes("decomposed")).isSuccess)
+        #expect(await archive.getAllAndWait("caf\u{E9}").0.map(text) == ["decomposed", "precomposed"])
+        #expect(archive.keys.count == 1)
+    }
+
+    /// `keys` waits only for what was called before it, even while other threads keep writing.
+    @Test func keysDoesNotStarveUnderConcurrentWrites() async {
+        let archive = DataArchive(rootUrl: directory.url)
+        let stop = Atomic<Bool>(false)
+        let writers = Countdown(4)
+        for writer in 0 ..< 4 {
+            Thread.detachNewThread {
+                var index = 0
+                while !stop.load(ordering: .relaxed) {
+                    // Ten calls in flight at most: the callback API itself has no backpressure.
+                    let batch = DispatchGroup()
+                    for _ in 0 ..< 10 {
+                        batch.enter()
+                        archive.set(key: "w\(writer)-\(index % 50)", data: bytes("\(index)")) { _ in batch.leave() }
+                        index += 1
+                    }
+                    batch.wait()
+                }
+                writers.tick()
+            }
+        }
+        for round in 0 ..< 20 {
+            archive.set(key: "mine-\(round)", data: bytes("x"))
+            #expect(archive.keys.contains("mine-\(round)"))
+        }
+        stop.store(true, ordering: .relaxed)
+        await writers.wait()
     }
 }

@@ -23,7 +23,10 @@ final class LaneExecutor<Lane: Hashable & Sendable>: Sendable {
     }
 
     private struct Waiter {
+        /// Waits for every job with a ticket up to this one.
         var ticket: UInt64
+        /// How many of those have not finished yet.
+        var remaining: Int
         var semaphore: DispatchSemaphore
     }
 
@@ -39,15 +42,19 @@ final class LaneExecutor<Lane: Hashable & Sendable>: Sendable {
         var unfinished: Set<UInt64> = []
         var waiters: [Waiter] = []
 
-        /// Releases the waiters whose tickets are all finished.
-        mutating func releaseWaiters() {
+        /// Marks a job finished and releases the waiters it was the last one for.
+        mutating func finish(_ ticket: UInt64) {
+            unfinished.remove(ticket)
             guard !waiters.isEmpty else { return }
-            let oldestUnfinished = unfinished.min() ?? .max
-            waiters.removeAll { waiter in
-                guard waiter.ticket < oldestUnfinished else { return false }
-                waiter.semaphore.signal()
-                return true
+            var released = false
+            for index in waiters.indices where ticket <= waiters[index].ticket {
+                waiters[index].remaining -= 1
+                if waiters[index].remaining == 0 {
+                    waiters[index].semaphore.signal()
+                    released = true
+                }
             }
+            if released { waiters.removeAll { $0.remaining == 0 } }
         }
     }
 
@@ -118,13 +125,12 @@ final class LaneExecutor<Lane: Hashable & Sendable>: Sendable {
             let next = state.withLock { state -> (Lane, [Entry])? in
                 if let (lane, batch) = finished {
                     state.busy -= 1
-                    for entry in batch { state.unfinished.remove(entry.ticket) }
+                    for entry in batch { state.finish(entry.ticket) }
                     if state.lanes[lane]!.isEmpty {
                         state.lanes[lane] = nil
                     } else {
                         state.ready.append(lane)
                     }
-                    state.releaseWaiters()
                 }
                 guard let lane = state.ready.popFirst() else {
                     state.active -= 1
@@ -154,8 +160,9 @@ final class LaneExecutor<Lane: Hashable & Sendable>: Sendable {
         guard !isCurrentThreadWorker else { return }
         let semaphore = DispatchSemaphore(value: 0)
         let mustWait = state.withLock { state in
-            guard let oldest = state.unfinished.min(), oldest <= ticket else { return false }
-            state.waiters.append(Waiter(ticket: ticket, semaphore: semaphore))
+            let remaining = state.unfinished.count { $0 <= ticket }
+            guard remaining > 0 else { return false }
+            state.waiters.append(Waiter(ticket: ticket, remaining: remaining, semaphore: semaphore))
             return true
         }
         if mustWait { semaphore.wait() }
