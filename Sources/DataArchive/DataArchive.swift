@@ -26,12 +26,13 @@ public final class DataArchive: Sendable {
 
     let engine: ArchiveEngine
 
-    /// An archive whose store is `<rootUrl>/data_archive` (default: the `default` archive's root).
-    /// The store is opened on first use; open errors are reported by each call as
-    /// ``DataArchiveResult/storeFailure(_:)``, and the next call tries to open it again.
+    /// An archive whose store is `<rootUrl>/data_archive` (default: the `default` archive's root),
+    /// created if missing. Never throws: if the store cannot be opened, each call reports the
+    /// error as ``DataArchiveResult/storeFailure(_:)`` and tries to open it again.
     public init(rootUrl: URL? = nil) {
         let root = rootUrl ?? DataArchive.defaultRootURL()
         engine = ArchiveEngine.shared(forDirectory: root.appendingPathComponent("data_archive", isDirectory: true))
+        _ = try? engine.store()
     }
 
     /// An archive over `store`, whose other records it leaves alone (its records' keys start with

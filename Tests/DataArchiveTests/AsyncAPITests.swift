@@ -107,7 +107,7 @@ import Testing
         // `<root>/data_archive` is a file, so no store can be opened there.
         try Data("not a store".utf8).write(to: directory.url.appendingPathComponent("data_archive"))
         let archive = DataArchive(rootUrl: directory.url)
-        #expect(storeError(await archive.setAndWait("k", bytes("v"))) != nil)
+        #expect(storeError(await archive.setAndWait("k", bytes("v")))?.code == .unsupportedFormat)
         #expect(storeError(await archive.getAndWait("k").1) != nil)
         #expect(storeError(await archive.getAllAndWait("k").1) != nil)
         #expect(storeError(await archive.deleteAndWait("k")) != nil)
@@ -120,5 +120,12 @@ import Testing
         try FileManager.default.removeItem(at: directory.url.appendingPathComponent("data_archive"))
         #expect(await archive.setAndWait("k", bytes("v")).isSuccess)
         #expect(try await archive.data(forKey: "k") == bytes("v"))
+    }
+
+    @Test func initOpensTheStoreUnderRoot() throws {
+        let root = directory.url.appendingPathComponent("nested/root")
+        let archive = DataArchive(rootUrl: root)
+        #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent("data_archive/FORMAT").path))
+        #expect(archive.keys.isEmpty)
     }
 }

@@ -16,7 +16,7 @@ enum Lane: Hashable, Sendable {
     }
 }
 
-/// What every ``DataArchive`` instance over one store shares: the store (opened on first use when
+/// What every ``DataArchive`` instance over one store shares: the store (opened here when
 /// the archive was created from a directory), and the two executors that give per-key ordering.
 ///
 /// Operations run on `operations`: store work only (plus a `ValueConverter`'s `toData`), never a
@@ -33,7 +33,7 @@ final class ArchiveEngine: Sendable {
     private enum Source {
         /// Given by the caller; never closed here.
         case given(Store)
-        /// Opened here on first use; retried on each use until it opens; closed with the engine.
+        /// Opened here (by `DataArchive.init`, then by each use until it opens); closed with the engine.
         case owned(Store?)
     }
 
