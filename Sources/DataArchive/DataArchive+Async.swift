@@ -11,13 +11,13 @@ extension DataArchive {
     /// Replaces the key's current value with `data`, leaving its archives as they are. Durable when
     /// it returns.
     public func set(_ data: Data, forKey key: String) async throws {
-        try await engine.run(on: .key(key)) { try $0.setCurrent(data, forKey: key, archiving: false) }
+        try await engine.mutate(key, .set(.data(data), archiving: false))
     }
 
     /// Moves the key's current value into the archive as its newest version and sets `data`, in one
     /// commit; on a key without a value it just sets `data`.
     public func archiveCurrent(andSet data: Data, forKey key: String) async throws {
-        try await engine.run(on: .key(key)) { try $0.setCurrent(data, forKey: key, archiving: true) }
+        try await engine.mutate(key, .set(.data(data), archiving: true))
     }
 
     /// The key's current value; nil when the key has no value.
@@ -44,9 +44,9 @@ extension DataArchive {
     /// snapshot is released.
     public func versions(forKey key: String) -> AsyncThrowingStream<Data, any Error> {
         let cursor = VersionCursor(engine: engine)
-        engine.operations.submit(.key(key)) { [engine] in
+        engine.operations.submit(.key(key), .closure { [engine] in
             cursor.open(Result { try engine.snapshot(forKey: key) })
-        }
+        })
         return AsyncThrowingStream(unfolding: { try await cursor.next() })
     }
 
@@ -56,12 +56,12 @@ extension DataArchive {
         guard limit > 0 else {
             throw StoreError(code: .invalidArgument, message: "keep(upTo:) needs a limit of at least 1, not \(limit)")
         }
-        try await engine.run(on: .key(key)) { try $0.keep(upTo: limit, archivesForKey: key) }
+        try await engine.mutate(key, .keep(upTo: limit))
     }
 
     /// Removes the key with its current value and every archive. Deleting a missing key is no error.
     public func delete(key: String) async throws {
-        try await engine.run(on: .key(key)) { try $0.delete(key: key) }
+        try await engine.mutate(key, .delete)
     }
 }
 

@@ -62,44 +62,29 @@ public final class DataArchive: Sendable {
 
     /// Replaces the key's current value with `data`, leaving its archives as they are.
     public func set(key: String, data: Data, completionHandler: DataArchiveCompletionHandler? = nil) {
-        write(key: key, value: DataValueConverter(value: data), archiving: false, completionHandler: completionHandler)
+        engine.mutate(key, .set(.data(data), archiving: false), completionHandler: completionHandler)
     }
 
     /// Replaces the key's current value with `value.toData`, leaving its archives as they are.
     /// `toData` runs on the key's lane; if it returns nil the result is
     /// ``DataArchiveResult/couldNotConvertFile(_:_:)`` and nothing changes.
     public func set<T: ValueConverter>(key: String, value: T, completionHandler: DataArchiveCompletionHandler? = nil) {
-        write(key: key, value: value, archiving: false, completionHandler: completionHandler)
+        let payload = Mutation.Payload.converted(Handover(value: { value.toData }))
+        engine.mutate(key, .set(payload, archiving: false), typeName: String(describing: T.self), completionHandler: completionHandler)
     }
 
     /// Moves the key's current value into the archive as its newest version and sets `data` as the
     /// current value, in one commit. On a key without a value it just sets `data` (success).
     public func archiveCurrent(key: String, andSetNewData data: Data, completionHandler: DataArchiveCompletionHandler? = nil) {
-        write(key: key, value: DataValueConverter(value: data), archiving: true, completionHandler: completionHandler)
+        engine.mutate(key, .set(.data(data), archiving: true), completionHandler: completionHandler)
     }
 
     /// Moves the key's current value into the archive as its newest version and sets
     /// `value.toData` as the current value, in one commit. If `toData` returns nil the result is
     /// ``DataArchiveResult/couldNotConvertFile(_:_:)`` and nothing changes.
     public func archiveCurrent<T: ValueConverter>(key: String, andSetNew value: T, completionHandler: DataArchiveCompletionHandler? = nil) {
-        write(key: key, value: value, archiving: true, completionHandler: completionHandler)
-    }
-
-    private func write<T: ValueConverter>(key: String, value: T, archiving: Bool, completionHandler: DataArchiveCompletionHandler?) {
-        let encode = Handover(value: { value.toData })
-        let typeName = String(describing: T.self)
-        engine.perform(on: .key(key), { engine -> DataArchiveResult in
-            do {
-                _ = try KeyCoding.recordKey(for: key)
-                guard let data = encode.value() else {
-                    return .couldNotConvertFile(engine.fileURL(forKey: key, index: 0), typeName)
-                }
-                try engine.setCurrent(data, forKey: key, archiving: archiving)
-                return .success
-            } catch {
-                return .storeFailure(error)
-            }
-        }, deliver: completionHandler)
+        let payload = Mutation.Payload.converted(Handover(value: { value.toData }))
+        engine.mutate(key, .set(payload, archiving: true), typeName: String(describing: T.self), completionHandler: completionHandler)
     }
 
     /// Keeps the current value and the `limit` newest archives, dropping older archives in one
@@ -107,28 +92,18 @@ public final class DataArchive: Sendable {
     /// is ``DataArchiveResult/limitNeedsToBePositiveNumber`` and changes nothing; a missing key is
     /// success and stays missing.
     public func keep(upTo limit: Int, archivesForKey key: String, completionHandler: DataArchiveCompletionHandler? = nil) {
-        engine.perform(on: .key(key), { engine -> DataArchiveResult in
-            guard limit > 0 else { return .limitNeedsToBePositiveNumber }
-            do {
-                try engine.keep(upTo: limit, archivesForKey: key)
-                return .success
-            } catch {
-                return .storeFailure(error)
-            }
-        }, deliver: completionHandler)
+        guard limit > 0 else {
+            // Still through the key's lanes, so completions keep their order.
+            engine.perform(on: .key(key), { _ in DataArchiveResult.limitNeedsToBePositiveNumber }, deliver: completionHandler)
+            return
+        }
+        engine.mutate(key, .keep(upTo: limit), completionHandler: completionHandler)
     }
 
     /// Removes the key with its current value and every archive, in one commit. The key can be
     /// written again at once. Deleting a missing key is success.
     public func delete(key: String, completionHandler: DataArchiveCompletionHandler? = nil) {
-        engine.perform(on: .key(key), { engine -> DataArchiveResult in
-            do {
-                try engine.delete(key: key)
-                return .success
-            } catch {
-                return .storeFailure(error)
-            }
-        }, deliver: completionHandler)
+        engine.mutate(key, .delete, completionHandler: completionHandler)
     }
 
     // MARK: - Reading

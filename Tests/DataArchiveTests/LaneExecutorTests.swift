@@ -7,7 +7,7 @@ import Testing
 /// The executor behind per-key ordering, tested on its own.
 @Suite struct LaneExecutorTests {
     @Test func jobsOfOneLaneRunInSubmissionOrderNeverOverlapping() async {
-        let executor = LaneExecutor<Int>(label: "test", width: 4)
+        let executor = LaneExecutor<Int, ClosureJob>(label: "test", width: 4)
         let lanes = 50, jobsPerLane = 200
         let logs = Mutex<[Int: [Int]]>([:])
         let running = Mutex<Set<Int>>([])
@@ -32,7 +32,7 @@ import Testing
 
     @Test func atMostWidthJobsRunAtOnce() async {
         let width = 3
-        let executor = LaneExecutor<Int>(label: "test", width: width)
+        let executor = LaneExecutor<Int, ClosureJob>(label: "test", width: width)
         let running = Atomic<Int>(0)
         let peak = Atomic<Int>(0)
         let done = Countdown(60)
@@ -52,7 +52,7 @@ import Testing
     }
 
     @Test func waitUntilFinishedWaitsForEveryEarlierJob() {
-        let executor = LaneExecutor<Int>(label: "test", width: 4)
+        let executor = LaneExecutor<Int, ClosureJob>(label: "test", width: 4)
         let finished = Mutex<Set<Int>>([])
         for index in 0 ..< 40 {
             executor.submit(index % 7) {
@@ -67,7 +67,7 @@ import Testing
     }
 
     @Test func waitingOnAWorkerDoesNotDeadlock() async {
-        let executor = LaneExecutor<Int>(label: "test", width: 1)
+        let executor = LaneExecutor<Int, ClosureJob>(label: "test", width: 1)
         let done = Countdown(1)
         executor.submit(0) {
             #expect(executor.isCurrentThreadWorker)

@@ -2,50 +2,9 @@ import ContentStore
 import Foundation
 import Synchronization
 
-/// The store work behind each operation. Each runs on its key's lane of `operations`, so the
-/// read-modify-write inside one `store.write` never races another operation of this process on
-/// the same key; the transaction also makes it correct against writers outside the lanes.
+/// The store work behind the reads. (Writes are ``Mutation``s.) Each runs on its key's lane of
+/// `operations`, after every operation called before it on that key.
 extension ArchiveEngine {
-    /// Stores `data` as the key's current value; with `archiving`, the old current value becomes the
-    /// newest archive, otherwise it is replaced. One blob put, one commit.
-    func setCurrent(_ data: Data, forKey key: String, archiving: Bool) throws {
-        let recordKey = try KeyCoding.recordKey(for: key)
-        let store = try store()
-        let digest = try store.put(data)
-        try store.write { transaction in
-            let existing = try transaction.record(forKey: recordKey).map { try VersionList(record: $0, key: key) }
-            let list: VersionList
-            if let existing {
-                if !archiving && existing.current == digest { return }   // unchanged: nothing to commit
-                list = VersionList(versions: [digest] + existing.versions.dropFirst(archiving ? 0 : 1))
-            } else {
-                list = VersionList(versions: [digest])
-            }
-            try transaction.setRecord(list.record, forKey: recordKey)
-        }
-    }
-
-    /// Drops all but the `limit` newest archives (the current value always stays). One commit, or
-    /// none when there is nothing to drop.
-    func keep(upTo limit: Int, archivesForKey key: String) throws {
-        let recordKey = try KeyCoding.recordKey(for: key)
-        try store().write { transaction in
-            guard let record = try transaction.record(forKey: recordKey) else { return }
-            var list = try VersionList(record: record, key: key)
-            guard list.archiveCount > limit else { return }
-            list.versions.removeLast(list.archiveCount - limit)
-            try transaction.setRecord(list.record, forKey: recordKey)
-        }
-    }
-
-    /// Removes the key and all its versions. Removing a missing key changes nothing.
-    func delete(key: String) throws {
-        let recordKey = try KeyCoding.recordKey(for: key)
-        try store().write { transaction in
-            try transaction.removeRecord(forKey: recordKey)
-        }
-    }
-
     /// A snapshot and the key's versions in it, or nil when the key has no value. The snapshot keeps
     /// the versions readable (and uncollected) for as long as it lives.
     func snapshot(forKey key: String) throws -> (Snapshot, VersionList)? {
@@ -106,11 +65,6 @@ extension ArchiveEngine {
     static func fileIndex(ofPosition position: Int, total: Int) -> Int {
         position == 0 ? 0 : total - position
     }
-
-    /// `<directory>/<key>/`.
-    func folderURL(forKey key: String) -> URL {
-        directory.appendingPathComponent(key, isDirectory: true)
-    }
 }
 
 extension ArchiveEngine {
@@ -119,10 +73,42 @@ extension ArchiveEngine {
     func perform<R: Sendable>(
         on lane: Lane, _ operation: @escaping @Sendable (ArchiveEngine) -> R, deliver: (@Sendable (R) -> Void)?
     ) {
-        operations.submit(lane) {
+        operations.submit(lane, .closure {
             let result = operation(self)
             if let deliver {
                 self.completions.submit(lane) { deliver(result) }
+            }
+        })
+    }
+
+    /// Queues `change` on the key's lane; `finish` runs on the worker once it has committed or failed.
+    func mutate(_ key: String, _ change: Mutation.Change, finish: @escaping @Sendable (Mutation.Outcome) -> Void) {
+        operations.submit(.key(key), .mutation(Mutation(engine: self, key: key, change: change, finish: finish)))
+    }
+
+    /// Queues `change` on the key's lane and hands the result to `completionHandler` on the key's
+    /// completion lane. `typeName` names the converter in a `couldNotConvertFile` result.
+    func mutate(_ key: String, _ change: Mutation.Change, typeName: String = "Data", completionHandler: DataArchiveCompletionHandler?) {
+        mutate(key, change) { outcome in
+            guard let completionHandler else { return }
+            let result: DataArchiveResult = switch outcome {
+            case .success: .success
+            case .failure(let error): .storeFailure(error)
+            case .unconvertible: .couldNotConvertFile(self.fileURL(forKey: key, index: 0), typeName)
+            }
+            self.completions.submit(.key(key)) { completionHandler(result) }
+        }
+    }
+
+    /// Queues `change` on the key's lane and returns once it has committed; throws its error.
+    func mutate(_ key: String, _ change: Mutation.Change) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            mutate(key, change) { outcome in
+                switch outcome {
+                case .success: continuation.resume()
+                case .failure(let error): continuation.resume(throwing: error)
+                case .unconvertible: continuation.resume(throwing: StoreError(code: .invalidArgument, message: "the value could not be converted to data"))
+                }
             }
         }
     }
@@ -130,9 +116,9 @@ extension ArchiveEngine {
     /// Runs `operation` on `lane` after everything called before it there, and returns its result.
     func run<R: Sendable>(on lane: Lane, _ operation: @escaping @Sendable (ArchiveEngine) throws -> R) async throws -> R {
         try await withCheckedThrowingContinuation { continuation in
-            operations.submit(lane) {
+            operations.submit(lane, .closure {
                 continuation.resume(with: Result { try operation(self) })
-            }
+            })
         }
     }
 
@@ -143,10 +129,10 @@ extension ArchiveEngine {
         if operations.isCurrentThreadWorker { return operation(self) }
         let box = ResultBox<R>()
         let semaphore = DispatchSemaphore(value: 0)
-        operations.submit(lane) {
+        operations.submit(lane, .closure {
             box.set(operation(self))
             semaphore.signal()
-        }
+        })
         semaphore.wait()
         return box.take()
     }

@@ -27,8 +27,8 @@ enum Lane: Hashable, Sendable {
 final class ArchiveEngine: Sendable {
     /// The store's directory, `<root>/data_archive`; results' URLs are built from it.
     let directory: URL
-    let operations: LaneExecutor<Lane>
-    let completions: LaneExecutor<Lane>
+    let operations: LaneExecutor<Lane, OperationJob>
+    let completions: LaneExecutor<Lane, ClosureJob>
 
     private enum Source {
         /// Given by the caller; never closed here.

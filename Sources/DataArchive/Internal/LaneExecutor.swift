@@ -14,9 +14,10 @@ import Synchronization
 /// Every job gets a ticket in submission order; ``waitUntilFinished(through:)`` blocks until every
 /// job with a ticket up to a given one has run. Jobs never wait for other jobs, so waiting from any
 /// thread except a worker cannot deadlock.
-final class LaneExecutor<Lane: Hashable & Sendable>: Sendable {
-    typealias Job = @Sendable () -> Void
-
+///
+/// A batch is handed to `Job.run` as a whole, so a job type can coalesce consecutive jobs of a lane
+/// (``OperationJob`` commits consecutive mutations of one key together).
+final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
     private struct Entry {
         var ticket: UInt64
         var job: Job
@@ -85,7 +86,7 @@ final class LaneExecutor<Lane: Hashable & Sendable>: Sendable {
     /// Queues `job` on `lane`; it runs after every job submitted to `lane` before it.
     /// Returns the job's ticket.
     @discardableResult
-    func submit(_ lane: Lane, _ job: @escaping Job) -> UInt64 {
+    func submit(_ lane: Lane, _ job: Job) -> UInt64 {
         let (ticket, worker) = state.withLock { state -> (UInt64, Int?) in
             state.lastTicket += 1
             let ticket = state.lastTicket
@@ -146,7 +147,7 @@ final class LaneExecutor<Lane: Hashable & Sendable>: Sendable {
                 return (lane, batch)
             }
             guard let (lane, batch) = next else { return }
-            for entry in batch { entry.job() }
+            Job.run(batch.map(\.job))
             finished = (lane, batch)
         }
     }
@@ -166,6 +167,29 @@ final class LaneExecutor<Lane: Hashable & Sendable>: Sendable {
             return true
         }
         if mustWait { semaphore.wait() }
+    }
+}
+
+/// Work a ``LaneExecutor`` runs.
+protocol LaneJob: Sendable {
+    /// Runs consecutive jobs of one lane, in order.
+    static func run(_ batch: [Self])
+}
+
+/// A job that is just a closure.
+struct ClosureJob: LaneJob {
+    let body: @Sendable () -> Void
+
+    static func run(_ batch: [ClosureJob]) {
+        for job in batch { job.body() }
+    }
+}
+
+extension LaneExecutor where Job == ClosureJob {
+    /// Queues `body` on `lane`; it runs after every job submitted to `lane` before it.
+    @discardableResult
+    func submit(_ lane: Lane, _ body: @escaping @Sendable () -> Void) -> UInt64 {
+        submit(lane, ClosureJob(body: body))
     }
 }
 
