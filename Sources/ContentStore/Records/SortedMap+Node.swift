@@ -1,0 +1,201 @@
+extension SortedMap {
+    /// A B-tree node. Entries live in every node (not only in leaves), so each key is stored once.
+    ///
+    /// `@unchecked Sendable` is sound because nodes follow a strict copy-on-write discipline: a node
+    /// is mutated only after `isKnownUniquelyReferenced` proved that exactly one map (or one parent
+    /// node owned by that map) references it. A node reachable from more than one map, snapshot or
+    /// iterator is never mutated, only copied, so any node another thread can see is immutable.
+    final class Node: @unchecked Sendable {
+        /// Chosen by measurement: release build, 1M random 29-byte String keys with Int values,
+        /// best of 3 runs on a shared 2-core VM (about ±20% noise), time per operation; the last
+        /// column snapshots the map, updates one entry, then drops the snapshot:
+        ///
+        ///     maxKeys  height  insert  lookup  snapshot + update
+        ///          15       6  2.0 µs  2.4 µs  9.1 µs
+        ///          31       5  2.1 µs  2.3 µs  11.3 µs
+        ///          63       4  2.0 µs  1.9 µs  9.5 µs
+        ///         127       3  2.2 µs  2.3 µs  20.5 µs
+        ///
+        /// Inserts and lookups are bound by cache misses on the out-of-line String keys that
+        /// binary search touches, so fan-out barely moves them; a copied path gets dearer past 63.
+        static var maxKeys: Int { 63 }
+        /// Nodes other than the root never hold fewer keys, which keeps the tree's height
+        /// logarithmic however many entries are removed.
+        static var minKeys: Int { maxKeys / 2 }
+
+        var keys: ContiguousArray<Key>
+        var values: ContiguousArray<Value>
+        /// Empty in leaves; otherwise `keys.count + 1` subtrees, `children[i]` holding the keys
+        /// between `keys[i - 1]` and `keys[i]`.
+        var children: ContiguousArray<Node>
+
+        var isLeaf: Bool { children.isEmpty }
+
+        /// Reserves room for one key beyond `maxKeys`: inserting into a full node overflows it
+        /// briefly before the parent splits it, and that must not reallocate the arrays.
+        init<K: Collection<Key>, V: Collection<Value>, C: Collection<Node>>(
+            keys: K, values: V, children: C
+        ) {
+            self.keys = []
+            self.values = []
+            self.children = []
+            self.keys.reserveCapacity(Self.maxKeys + 1)
+            self.values.reserveCapacity(Self.maxKeys + 1)
+            if !children.isEmpty { self.children.reserveCapacity(Self.maxKeys + 2) }
+            self.keys.append(contentsOf: keys)
+            self.values.append(contentsOf: values)
+            self.children.append(contentsOf: children)
+        }
+
+        convenience init() {
+            self.init(keys: [], values: [], children: [])
+        }
+
+        func copy() -> Node {
+            Node(keys: keys, values: values, children: children)
+        }
+
+        /// The first index whose key is `>= key`, and whether that key equals `key`.
+        func index(of key: Key) -> (index: Int, found: Bool) {
+            // A local copy keeps the loop free of exclusivity checks on the class property.
+            let keys = self.keys
+            var low = 0
+            var high = keys.count
+            while low < high {
+                let middle = (low + high) / 2
+                if keys[middle] < key { low = middle + 1 } else { high = middle }
+            }
+            return (low, low < keys.count && keys[low] == key)
+        }
+
+        /// Makes `children[i]` safe to mutate: copies it when another tree still shares it.
+        /// Callers must themselves be uniquely referenced.
+        private func makeChildUnique(_ i: Int) {
+            if !isKnownUniquelyReferenced(&children[i]) {
+                children[i] = children[i].copy()
+            }
+        }
+
+        // MARK: Insertion
+
+        /// Inserts or replaces; may leave `self` holding `maxKeys + 1` keys, which the caller
+        /// repairs with `split()` (the parent, or the map for the root).
+        func updateValue(_ value: Value, forKey key: Key) -> Value? {
+            let (i, found) = index(of: key)
+            if found {
+                let old = values[i]
+                values[i] = value
+                return old
+            }
+            if isLeaf {
+                keys.insert(key, at: i)
+                values.insert(value, at: i)
+                return nil
+            }
+            makeChildUnique(i)
+            let old = children[i].updateValue(value, forKey: key)
+            if children[i].keys.count > Self.maxKeys {
+                let (middleKey, middleValue, right) = children[i].split()
+                keys.insert(middleKey, at: i)
+                values.insert(middleValue, at: i)
+                children.insert(right, at: i + 1)
+            }
+            return old
+        }
+
+        /// Splits an overflowing node: `self` keeps the lower half, the returned node takes the
+        /// upper half, and the middle entry moves up to the parent as their separator.
+        func split() -> (key: Key, value: Value, right: Node) {
+            let middle = keys.count / 2
+            let right = Node(
+                keys: keys[(middle + 1)...],
+                values: values[(middle + 1)...],
+                children: isLeaf ? [] : children[(middle + 1)...]
+            )
+            let separator = (keys[middle], values[middle], right)
+            keys.removeSubrange(middle...)
+            values.removeSubrange(middle...)
+            if !isLeaf { children.removeSubrange((middle + 1)...) }
+            return separator
+        }
+
+        // MARK: Removal
+
+        /// Removes `key`, which the caller has checked is present (so a shared path is never
+        /// copied for nothing). May leave `self` with fewer than `minKeys` keys, which the
+        /// parent repairs.
+        func removeValue(forKey key: Key) -> Value {
+            let (i, found) = index(of: key)
+            if isLeaf {
+                precondition(found, "removeValue(forKey:) requires a present key")
+                keys.remove(at: i)
+                return values.remove(at: i)
+            }
+            makeChildUnique(i)
+            let removed: Value
+            if found {
+                // An internal entry separates two subtrees, so replace it with its in-order
+                // predecessor, which always sits in a leaf.
+                let predecessor = children[i].removeLast()
+                keys[i] = predecessor.key
+                removed = values[i]
+                values[i] = predecessor.value
+            } else {
+                removed = children[i].removeValue(forKey: key)
+            }
+            rebalanceChild(i)
+            return removed
+        }
+
+        private func removeLast() -> (key: Key, value: Value) {
+            if isLeaf { return (keys.removeLast(), values.removeLast()) }
+            let last = children.count - 1
+            makeChildUnique(last)
+            let entry = children[last].removeLast()
+            rebalanceChild(last)
+            return entry
+        }
+
+        /// Restores `minKeys` in `children[i]` (already unique) by borrowing an entry through
+        /// the separator from a sibling that can spare one, or else by merging with a sibling.
+        private func rebalanceChild(_ i: Int) {
+            guard children[i].keys.count < Self.minKeys else { return }
+            if i > 0, children[i - 1].keys.count > Self.minKeys {
+                makeChildUnique(i - 1)
+                let left = children[i - 1]
+                let child = children[i]
+                child.keys.insert(keys[i - 1], at: 0)
+                child.values.insert(values[i - 1], at: 0)
+                keys[i - 1] = left.keys.removeLast()
+                values[i - 1] = left.values.removeLast()
+                if !left.isLeaf { child.children.insert(left.children.removeLast(), at: 0) }
+            } else if i + 1 < children.count, children[i + 1].keys.count > Self.minKeys {
+                makeChildUnique(i + 1)
+                let right = children[i + 1]
+                let child = children[i]
+                child.keys.append(keys[i])
+                child.values.append(values[i])
+                keys[i] = right.keys.removeFirst()
+                values[i] = right.values.removeFirst()
+                if !right.isLeaf { child.children.append(right.children.removeFirst()) }
+            } else {
+                mergeChildren(at: i > 0 ? i - 1 : i)
+            }
+        }
+
+        /// Folds `children[i + 1]` and the separator between them into `children[i]`. One of them
+        /// is a key short of `minKeys` and the other has exactly `minKeys`, so the result holds
+        /// `2 * minKeys <= maxKeys` keys. Only the left node is written; the right one is merely
+        /// read and dropped, so it need not be unique.
+        private func mergeChildren(at i: Int) {
+            makeChildUnique(i)
+            let left = children[i]
+            let right = children.remove(at: i + 1)
+            left.keys.append(keys.remove(at: i))
+            left.values.append(values.remove(at: i))
+            left.keys.append(contentsOf: right.keys)
+            left.values.append(contentsOf: right.values)
+            left.children.append(contentsOf: right.children)
+        }
+    }
+}

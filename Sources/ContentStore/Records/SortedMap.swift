@@ -1,0 +1,183 @@
+/// An ordered map with O(1) snapshots: a persistent, copy-on-write B-tree.
+///
+/// Copying a map copies one reference. Mutating a map whose nodes are shared with a copy copies
+/// only the nodes on the path from the root to the changed entry (plus the siblings a rebalance
+/// touches); every other node stays shared. When the map is the nodes' only owner, mutation
+/// happens in place.
+struct SortedMap<Key: Comparable & Sendable, Value: Sendable>: Sendable {
+    private(set) var root: Node
+    private(set) var count: Int
+
+    init() {
+        root = Node()
+        count = 0
+    }
+
+    var isEmpty: Bool { count == 0 }
+
+    subscript(key: Key) -> Value? {
+        var node = root
+        while true {
+            let (i, found) = node.index(of: key)
+            if found { return node.values[i] }
+            if node.isLeaf { return nil }
+            node = node.children[i]
+        }
+    }
+
+    @discardableResult
+    mutating func updateValue(_ value: Value, forKey key: Key) -> Value? {
+        makeRootUnique()
+        let old = root.updateValue(value, forKey: key)
+        if old == nil { count += 1 }
+        // Growing only at the root keeps every leaf at the same depth.
+        if root.keys.count > Node.maxKeys {
+            let (middleKey, middleValue, right) = root.split()
+            root = Node(keys: [middleKey], values: [middleValue], children: [root, right])
+        }
+        return old
+    }
+
+    @discardableResult
+    mutating func removeValue(forKey key: Key) -> Value? {
+        // Looking first means removing an absent key never copies a shared path.
+        guard self[key] != nil else { return nil }
+        makeRootUnique()
+        let removed = root.removeValue(forKey: key)
+        count -= 1
+        // A merge can drain the root's last separator; its only child then becomes the root,
+        // which is how the tree loses height.
+        if root.keys.isEmpty && !root.isLeaf {
+            root = root.children[0]
+        }
+        return removed
+    }
+
+    private mutating func makeRootUnique() {
+        if !isKnownUniquelyReferenced(&root) {
+            root = root.copy()
+        }
+    }
+
+    /// Visits entries in ascending key order starting at the first key >= `lowerBound` (all when nil);
+    /// stops when `body` returns false.
+    func forEach(from lowerBound: Key?, _ body: (Key, Value) throws -> Bool) rethrows {
+        var iterator = Iterator(root: root, from: lowerBound)
+        while let (key, value) = iterator.next(), try body(key, value) {}
+    }
+}
+
+extension SortedMap: Sequence {
+    /// An in-order walk over a fixed version of the tree. It holds its own references to the
+    /// nodes, so mutating the map during iteration copies them instead of disturbing the walk.
+    struct Iterator: IteratorProtocol {
+        /// The path from the root to the current node. `index` is the next key to yield from
+        /// that node; everything before it, including `children[index]`, has been visited.
+        private var path: ContiguousArray<(node: Node, index: Int)> = []
+
+        init(root: Node, from lowerBound: Key?) {
+            guard let lowerBound else {
+                descendToFirst(root)
+                return
+            }
+            var node = root
+            while true {
+                let (i, found) = node.index(of: lowerBound)
+                path.append((node, i))
+                // Everything in children[i] is below keys[i], which is already >= lowerBound.
+                if found || node.isLeaf { return }
+                node = node.children[i]
+            }
+        }
+
+        private mutating func descendToFirst(_ subtree: Node) {
+            var node = subtree
+            while true {
+                path.append((node, 0))
+                if node.isLeaf { return }
+                node = node.children[0]
+            }
+        }
+
+        mutating func next() -> (key: Key, value: Value)? {
+            while let (node, i) = path.last {
+                guard i < node.keys.count else {
+                    path.removeLast()
+                    continue
+                }
+                path[path.count - 1].index = i + 1
+                if !node.isLeaf { descendToFirst(node.children[i + 1]) }
+                return (node.keys[i], node.values[i])
+            }
+            return nil
+        }
+    }
+
+    func makeIterator() -> Iterator {
+        Iterator(root: root, from: nil)
+    }
+
+    var underestimatedCount: Int { count }
+}
+
+extension SortedMap where Key == String {
+    /// Keys that start with `prefix` (String.hasPrefix semantics), ascending. Starts at the first key >= prefix and stops at the first key that does not match.
+    ///
+    /// Stopping early assumes the matches are contiguous in key order. `hasPrefix` compares
+    /// whole Characters, so a key that extends the prefix's last Character (with a combining
+    /// mark, say "e\u{20DD}" for the prefix "e") does not match yet can sort between keys that
+    /// do ("ez" < "e\u{20DD}" < "e一"); matches after such a key are not returned.
+    func keys(withPrefix prefix: String) -> [String] {
+        var keys: [String] = []
+        forEach(from: prefix) { key, _ in
+            guard key.hasPrefix(prefix) else { return false }
+            keys.append(key)
+            return true
+        }
+        return keys
+    }
+}
+
+extension SortedMap {
+    /// Validates the B-tree's shape (for tests): fill bounds, uniform leaf depth, child counts,
+    /// strict key order across the whole tree, and `count`.
+    func checkInvariants() {
+        var entries = 0
+        var leafDepth: Int?
+        func check(_ node: Node, depth: Int, above lower: Key?, below upper: Key?) {
+            precondition(node.keys.count == node.values.count, "keys and values differ in length")
+            precondition(node.keys.count <= Node.maxKeys, "node overfull")
+            if node !== root {
+                precondition(node.keys.count >= Node.minKeys, "node underfull")
+            }
+            for (a, b) in zip(node.keys, node.keys.dropFirst()) {
+                precondition(a < b, "keys out of order within a node")
+            }
+            if let lower, let first = node.keys.first {
+                precondition(lower < first, "key not above its left separator")
+            }
+            if let upper, let last = node.keys.last {
+                precondition(last < upper, "key not below its right separator")
+            }
+            entries += node.keys.count
+            if node.isLeaf {
+                if let leafDepth {
+                    precondition(depth == leafDepth, "leaves at different depths")
+                } else {
+                    leafDepth = depth
+                }
+                return
+            }
+            precondition(node.children.count == node.keys.count + 1, "wrong number of children")
+            for (i, child) in node.children.enumerated() {
+                check(
+                    child, depth: depth + 1,
+                    above: i == 0 ? lower : node.keys[i - 1],
+                    below: i == node.keys.count ? upper : node.keys[i])
+            }
+        }
+        check(root, depth: 0, above: nil, below: nil)
+        precondition(root.isLeaf || !root.keys.isEmpty, "internal root without keys")
+        precondition(entries == count, "count is \(count) but the tree holds \(entries) entries")
+    }
+}
