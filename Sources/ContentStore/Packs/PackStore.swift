@@ -70,6 +70,10 @@ final class PackStore: Sendable {
         try state.withLock { state in
             let length = UInt64(header.count + payload.count)
             var active = try activePack(&state, forAppending: length)
+            // Taken out of the state so `active.index` is uniquely referenced and grows in place;
+            // otherwise every append would copy the whole index.
+            state.active = nil
+            defer { state.active = active }
             try active.file.write(header, at: active.size)
             try active.file.write(payload, at: active.size + UInt64(header.count))
             let location = BlobLocation(pack: active.id, offset: active.size)
@@ -80,7 +84,6 @@ final class PackStore: Sendable {
             state.sizes[active.id] = active.size
             state.unsynced[active.id] = active.file
             state.unsettled[active.id, default: 0] += 1
-            state.active = active
             return location
         }
     }
