@@ -329,6 +329,48 @@ import Testing
         #expect(try store.get(live) == liveData)
     }
 
+    /// The rewrite reads packs in 4 MiB chunks; entries larger than a chunk are read whole.
+    @Test func rewritingCopiesEntriesLargerThanTheReadChunk() throws {
+        let dir = TemporaryDirectory()
+        var configuration = Store.Configuration.testing()
+        configuration.packSizeTarget = 16 << 20
+        let store = try Store(at: dir.store, configuration: configuration)
+        var random = SeededRandom(seed: 11)
+        _ = try store.put(random.bytes(8 << 20))
+        let small = random.bytes(1000)
+        let big = random.bytes(5 << 20)
+        let references = [try store.put(small), try store.put(big)]
+        _ = try store.put(random.bytes(3 << 20))
+        try store.write { try $0.setRecord(Record(references: references), forKey: "k") }
+        try store.sealActivePack()
+
+        let report = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero))
+        #expect(report.blobsRemoved == 2)
+        #expect(report.packsRewritten == 1)
+        #expect(report.bytesCopied == UInt64(2 * PackFormat.entryHeaderSize + 1000 + (5 << 20)))
+        #expect(try store.get(references[0]) == small)
+        #expect(try store.get(references[1]) == big)
+        #expect(try store.verify(.init(readData: true)).problems == [])
+    }
+
+    /// A crash between creating a pack file and writing its header leaves an empty file: leftover
+    /// garbage, not damage.
+    @Test func anEmptyPackLeftByACrashIsGarbageNotDamage() throws {
+        let dir = TemporaryDirectory()
+        do {
+            let store = try Store(at: dir.store, configuration: .testing())
+            let digest = try store.put(Data("kept".utf8))
+            try store.write { try $0.setRecord(Record(references: [digest]), forKey: "k") }
+            try store.close()
+        }
+        let empty = dir.store.appendingPathComponent("packs").appendingPathComponent(PackFormat.fileName(0x99))
+        #expect(FileManager.default.createFile(atPath: empty.path, contents: nil))
+        let store = try Store(at: dir.store, configuration: .testing())
+        #expect(try store.verify(.init(readData: true)).problems == [])
+        #expect(try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero)).packsDeleted == 1)
+        #expect(!FileManager.default.fileExists(atPath: empty.path))
+    }
+
     @Test func periodicMaintenanceCollectsAndCheckpoints() throws {
         let dir = TemporaryDirectory()
         var configuration = Store.Configuration.testing()

@@ -70,6 +70,7 @@ import Glibc
             if !problems.isEmpty { break }
         }
         #expect(roundsCompleted > 0, "some collections ran to completion between the kills")
+        print("crash test: \(kills) kills with SIGKILL, \(roundsCompleted) rounds (put, commit, collect) completed between them")
 
         // The next collection finishes what the killed ones started.
         let store = try Store(at: dir.store, configuration: Self.configuration())

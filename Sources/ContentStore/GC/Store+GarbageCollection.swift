@@ -183,7 +183,7 @@ extension Store {
                 report.packsDeleted += 1
                 report.bytesCopied += live
                 report.bytesReclaimed += size - min(size, live)
-            } else if let copied = try rewrite(pack, file: file, report: &report) {
+            } else if let copied = try rewrite(pack, file: file, entriesEnd: entriesEnd, report: &report) {
                 report.packsRewritten += 1
                 report.packsDeleted += 1
                 report.bytesReclaimed += size - min(size, copied)
@@ -196,41 +196,44 @@ extension Store {
 
     /// Copies a pack's live entries to the active pack, makes the move durable, then deletes the
     /// pack. Returns the bytes copied, or nil when the pack was kept because it is damaged.
-    private func rewrite(_ pack: UInt32, file: File, report: inout GarbageCollectionReport) throws -> UInt64? {
+    private func rewrite(_ pack: UInt32, file: File, entriesEnd: UInt64, report: inout GarbageCollectionReport) throws -> UInt64? {
         var appendedTo: [UInt32] = []
         // The copies are in no index until the move below; settle them only after it.
         defer { for target in appendedTo { packs.settle(target) } }
         var placements: [LogRecord.BlobPlacement] = []
         var copied: UInt64 = 0
-        let entries = try PackReader.entries(of: file)
-        for start in stride(from: 0, to: entries.count, by: Store.collectionBatchSize) {
-            let slice = entries[start ..< min(start + Store.collectionBatchSize, entries.count)]
+        var scanner = PackEntryScanner(file: file, end: entriesEnd)
+        while true {
+            let (buffer, entries) = try scanner.next()
+            guard !entries.isEmpty else { break }
             let live = try core.withLock { core in
                 guard core.isOpen else { throw Store.closedError }
-                return slice.filter { core.state.blobs[$0.header.digest]?.location == BlobLocation(pack: pack, offset: $0.offset) }
+                return entries.filter { core.state.blobs[$0.header.digest]?.location == BlobLocation(pack: pack, offset: $0.offset) }
             }
-            for (offset, header) in live {
-                let bytes = try file.readExactly(Int(header.totalLength), at: offset)
-                let (headerBytes, payload) = (Array(bytes[..<PackFormat.entryHeaderSize]), Array(bytes[PackFormat.entryHeaderSize...]))
-                let intact = headerBytes.withUnsafeBytes { h in payload.withUnsafeBytes { PackFormat.checksumMatches(header: h, payload: $0) } }
-                guard intact else {
-                    // Copying would spread the damage and deleting would lose the blob: keep the pack
-                    // for `verify` to report. The copies made so far are dead space in the active pack.
+            for entry in live {
+                let location = try buffer.withUnsafeBytes { raw -> BlobLocation? in
+                    let bytes = UnsafeRawBufferPointer(rebasing: raw[entry.range])
+                    let header = UnsafeRawBufferPointer(rebasing: bytes[..<PackFormat.entryHeaderSize])
+                    let payload = UnsafeRawBufferPointer(rebasing: bytes[PackFormat.entryHeaderSize...])
+                    // Copying would spread damage and deleting would lose the blob: such a pack stays
+                    // for `verify` to report.
+                    guard PackFormat.checksumMatches(header: header, payload: payload) else { return nil }
+                    return try packs.append(header: Array(header), payload: payload, indexEntry: PackFormat.IndexEntry(
+                        digest: entry.header.digest, offset: 0, rawLength: entry.header.rawLength, storedLength: entry.header.storedLength))
+                }
+                guard let location else {
                     logger.warning("pack entry fails its checksum; pack not rewritten", metadata: [
-                        "path": "\(file.path)", "offset": "\(offset)", "digest": "\(header.digest)",
+                        "path": "\(file.path)", "offset": "\(entry.offset)", "digest": "\(entry.header.digest)",
                     ])
+                    // The copies made so far are dead space in the active pack.
                     report.bytesCopied += copied
                     return nil
                 }
-                let location = try payload.withUnsafeBytes {
-                    try packs.append(header: headerBytes, payload: $0, indexEntry: PackFormat.IndexEntry(
-                        digest: header.digest, offset: 0, rawLength: header.rawLength, storedLength: header.storedLength))
-                }
                 appendedTo.append(location.pack)
-                copied += header.totalLength
+                copied += entry.header.totalLength
                 placements.append(LogRecord.BlobPlacement(
-                    digest: header.digest, location: location, compressed: header.isCompressed,
-                    rawLength: header.rawLength, storedLength: header.storedLength, time: header.time))
+                    digest: entry.header.digest, location: location, compressed: entry.header.isCompressed,
+                    rawLength: entry.header.rawLength, storedLength: entry.header.storedLength, time: entry.header.time))
             }
         }
         report.bytesCopied += copied
@@ -258,5 +261,63 @@ extension Store {
         }
         try packs.remove(pack)
         return copied
+    }
+}
+
+/// Reads a pack's entries front to back in large chunks: a rewrite reads every entry, and a read
+/// per entry would cost a system call per blob. Stops at the end of the entries, or at the first
+/// header that does not parse (a torn tail, or damage, which the caller notices by what it missed).
+struct PackEntryScanner {
+    struct Entry {
+        var offset: UInt64
+        var header: PackFormat.EntryHeader
+        /// Where the entry (header and payload) sits in the buffer ``next()`` returned with it.
+        var range: Range<Int>
+    }
+
+    static let chunkSize = 4 << 20
+
+    let file: File
+    let end: UInt64
+    private var offset = UInt64(PackFormat.headerSize)
+    private var finished = false
+
+    init(file: File, end: UInt64) {
+        self.file = file
+        self.end = end
+    }
+
+    /// The next whole entries and the bytes holding them; no entries at the end.
+    mutating func next() throws -> (buffer: [UInt8], entries: [Entry]) {
+        guard !finished, offset + UInt64(PackFormat.entryHeaderSize) <= end else { return ([], []) }
+        var length = Int(min(UInt64(Self.chunkSize), end - offset))
+        while true {
+            let buffer = try file.readExactly(length, at: offset)
+            var entries: [Entry] = []
+            var position = 0
+            var needed: Int?
+            while position + PackFormat.entryHeaderSize <= buffer.count {
+                let parsed = try? buffer.withUnsafeBytes {
+                    try PackFormat.parseEntryHeader(UnsafeRawBufferPointer(rebasing: $0[position ..< position + PackFormat.entryHeaderSize]))
+                }
+                guard let header = parsed, offset + UInt64(position) + header.totalLength <= end else {
+                    finished = true
+                    break
+                }
+                guard position + Int(header.totalLength) <= buffer.count else {
+                    needed = Int(header.totalLength)
+                    break
+                }
+                entries.append(Entry(offset: offset + UInt64(position), header: header, range: position ..< position + Int(header.totalLength)))
+                position += Int(header.totalLength)
+            }
+            if entries.isEmpty, let needed, !finished {
+                length = needed  // one entry larger than a chunk: read it whole
+                continue
+            }
+            offset += UInt64(position)
+            if entries.isEmpty { finished = true }
+            return (buffer, entries)
+        }
     }
 }

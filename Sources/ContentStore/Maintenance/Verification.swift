@@ -110,7 +110,7 @@ extension Store {
             progress?(MaintenanceProgress(phase: .checkingReferences, completed: 0, total: 1))
             verifyReferenceCounts(state, &problems)
             progress?(MaintenanceProgress(phase: .checkingReferences, completed: 1, total: 1))
-            verifyPacks(&problems)
+            verifyPacks(holding: state.blobs, &problems)
             try verifyBlobs(state.blobs, readData: options.readData, &problems, progress: progress)
             return VerificationReport(
                 problems: problems, blobsChecked: state.blobs.count, recordsChecked: state.records.count,
@@ -167,9 +167,11 @@ extension Store {
         }
     }
 
-    /// Every pack's header: magic, checksum, and the id its name promises.
-    private func verifyPacks(_ problems: inout [VerificationReport.Problem]) {
-        for pack in packs.packIDs {
+    /// The header (magic, checksum, the id its name promises) of every pack that holds indexed
+    /// blobs. A pack holding none is garbage the next collection deletes: a crash between creating
+    /// a pack file and writing its header legitimately leaves an empty one.
+    private func verifyPacks(holding blobs: BlobIndex, _ problems: inout [VerificationReport.Problem]) {
+        for pack in packs.packIDs where blobs.liveBytesByPack[pack] != nil {
             guard let file = packs.file(pack) else { continue }
             do {
                 let header = try file.readExactly(PackFormat.headerSize, at: 0)
