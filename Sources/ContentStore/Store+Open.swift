@@ -54,28 +54,34 @@ extension Store {
             break
         }
         let names = try fileSystem.contents(of: layout.root)
-        guard names.contains("FORMAT") || names.allSatisfy({ $0 == "LOCK" }) else {
+        // LOCK and FORMAT.tmp alone are what a crash while creating a store leaves.
+        guard names.contains("FORMAT") || names.allSatisfy({ $0 == "LOCK" || $0 == "FORMAT.tmp" }) else {
             throw StoreError(
                 code: .unsupportedFormat,
                 message: "\(layout.root) is not a ContentStore store: it holds files but no FORMAT", path: layout.root)
         }
         let lock = try acquireLock(layout, fileSystem: fileSystem)
+        // FORMAT first: a directory holding anything more is a store, so it must be marked as one.
         if fileSystem.kind(of: layout.format) == .missing {
-            for directory in [layout.wal, layout.packs, layout.checkpoints] { try fileSystem.createDirectory(directory) }
             try fileSystem.writeAtomically(FormatFile.encoded(), to: layout.format, directory: layout.root)
         }
         try FormatFile.check(try fileSystem.readFile(layout.format), path: layout.format)
-        for directory in [layout.wal, layout.packs, layout.checkpoints] { try fileSystem.createDirectory(directory) }
+        let missing = [layout.wal, layout.packs, layout.checkpoints].filter { fileSystem.kind(of: $0) == .missing }
+        for directory in missing { try fileSystem.createDirectory(directory) }
+        // Their entries must be durable before files in them are.
+        if !missing.isEmpty { try fileSystem.synchronizeDirectory(layout.root) }
         return (lock, try recover(layout, fileSystem: fileSystem, limits: configuration.limits))
     }
 
-    /// `mkdir -p`, each level 0700.
+    /// `mkdir -p`, each level 0700, each made durable in its parent (or a power cut could take the
+    /// whole store, acknowledged commits and all).
     private static func createDirectories(_ path: String, fileSystem: FileSystem) throws {
         let parent = (path as NSString).deletingLastPathComponent
         if !parent.isEmpty, parent != path, fileSystem.kind(of: parent) == .missing {
             try createDirectories(parent, fileSystem: fileSystem)
         }
         try fileSystem.createDirectory(path)
+        if !parent.isEmpty, parent != path { try fileSystem.synchronizeDirectory(parent) }
     }
 
     private static func acquireLock(_ layout: Layout, fileSystem: FileSystem) throws -> File {
