@@ -157,6 +157,13 @@ extension Store {
                         try file.truncate(to: UInt64(result.validLength))  // the torn tail of an unacknowledged write
                     }
                     // What a crashed process left in the page cache becomes durable before new batches claim it is.
+                    // The bytes after the last sync point's claim are written again first: if the sync that should
+                    // have covered them failed, the kernel may hold them as clean pages that no sync will ever
+                    // write, and the new batches' sync points would then vouch for bytes the disk never got.
+                    let unsynced = result.durableClaim ..< result.validLength
+                    if !unsynced.isEmpty {
+                        try bytes.withUnsafeBytes { try file.write(UnsafeRawBufferPointer(rebasing: $0[unsynced]), at: UInt64(unsynced.lowerBound)) }
+                    }
                     try file.synchronizeData()
                     let length = UInt64(result.validLength)
                     lastSegment = WriteAheadLog.Segment(number: number, file: file, salt: result.header.salt, size: length, durableSize: length)
