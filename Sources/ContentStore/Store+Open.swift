@@ -64,12 +64,16 @@ extension Store {
         // FORMAT first: a directory holding anything more is a store, so it must be marked as one.
         if fileSystem.kind(of: layout.format) == .missing {
             try fileSystem.writeAtomically(FormatFile.encoded(), to: layout.format, directory: layout.root)
+            // Again here, not only when the directory is made: an earlier attempt may have failed after mkdir.
+            let parent = (layout.root as NSString).deletingLastPathComponent
+            if !parent.isEmpty, parent != layout.root { try fileSystem.synchronizeDirectory(parent) }
         }
         try FormatFile.check(try fileSystem.readFile(layout.format), path: layout.format)
         let missing = [layout.wal, layout.packs, layout.checkpoints].filter { fileSystem.kind(of: $0) == .missing }
         for directory in missing { try fileSystem.createDirectory(directory) }
-        // Their entries must be durable before files in them are.
-        if !missing.isEmpty { try fileSystem.synchronizeDirectory(layout.root) }
+        // Their entries must be durable before files in them are; synced at every open, as an earlier
+        // open may have made them and failed before its sync.
+        try fileSystem.synchronizeDirectory(layout.root)
         return (lock, try recover(layout, fileSystem: fileSystem, limits: configuration.limits))
     }
 
@@ -119,6 +123,11 @@ extension Store {
         }
 
         var segments = try fileSystem.contents(of: layout.wal).compactMap(WALFormat.number(fromFileName:)).sorted()
+        if segments.contains(where: { $0 < firstSegment }) {
+            // The checkpoint's name must be durable before the segments it replaces go: the checkpoint
+            // that wrote it may have failed to sync its directory.
+            try fileSystem.synchronizeDirectory(layout.checkpoints)
+        }
         for obsolete in segments where obsolete < firstSegment {
             try fileSystem.remove(layout.wal + "/" + WALFormat.fileName(obsolete))  // a checkpoint already covers it
         }
@@ -172,7 +181,14 @@ extension Store {
                 olderSegments[number] = size
             }
         }
-        let segment = try lastSegment ?? WriteAheadLog.createSegment(number: firstSegment, salt: .random(in: 0 ... .max), in: layout.wal, fileSystem: fileSystem)
+        let segment: WriteAheadLog.Segment
+        if let lastSegment {
+            // The entries of the segments replayed (an earlier process may have failed before syncing them).
+            try fileSystem.synchronizeDirectory(layout.wal)
+            segment = lastSegment
+        } else {
+            segment = try WriteAheadLog.createSegment(number: firstSegment, salt: .random(in: 0 ... .max), in: layout.wal, fileSystem: fileSystem)
+        }
         return Recovered(state: state, segment: segment, olderSegments: olderSegments, replayedRecords: replayed)
     }
 }
