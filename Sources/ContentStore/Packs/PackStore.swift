@@ -146,9 +146,12 @@ final class PackStore: Sendable {
         let id = state.nextID
         let path = path(of: id)
         let file = try fileSystem.open(path, flags: O_RDWR | O_CREAT | O_EXCL)
+        // The name is used up even if the header cannot be written (a full disk): the next try takes
+        // a new one rather than failing on this file for as long as the process runs. An empty or
+        // headerless pack holds nothing live, and collection deletes it.
+        state.nextID = id &+ 1
         let created = UInt64(max(0, time(nil))) * 1000
         try file.write(PackFormat.header(id: id, createdMilliseconds: created), at: 0)
-        state.nextID = id &+ 1
         state.files[id] = file
         state.sizes[id] = UInt64(PackFormat.headerSize)
         state.unsynced[id] = file
