@@ -70,6 +70,9 @@ extension Store {
 
     /// Phase 2: deletes packs with nothing live and rewrites packs that are mostly dead.
     private func compactPacks(threshold: Double, pretendingDropped: [Digest: BlobEntry], dryRun: Bool, report: inout GarbageCollectionReport) throws {
+        // Packs are chosen from the state in memory; what made them dead must be durable before any is
+        // deleted (and a log that failed, holding changes that never reached the disk, stops here).
+        if !dryRun { try wal.flush(upTo: wal.appendedLSN, synchronously: true) }
         let active = packs.activePackID
         var liveBytes = core.withLock { $0.state.blobs.liveBytesByPack }
         for entry in pretendingDropped.values {
