@@ -28,11 +28,17 @@ final class PowerCutFileIO: FileIO, Sendable {
     }
 
     struct Fault: Sendable, CustomStringConvertible {
-        /// Index of the faulted call among all calls of `calls`, from 0.
+        /// Index of the faulted call among the calls of kind `calls` on paths containing `path`, from 0.
         var index: Int
         var errno: Int32
         var calls: Set<Call> = Set(Call.allCases)
-        var description: String { "\(String(cString: strerror(errno))) at call #\(index)" }
+        /// Only calls on paths ending with this (for writes, syncs and truncations, the descriptor's path).
+        var path: String?
+
+        var description: String {
+            let filter = calls == Set(Call.allCases) ? "call" : calls.map(\.rawValue).sorted().joined(separator: "/")
+            return "\(String(cString: strerror(errno))) at \(filter) #\(index)" + (path.map { " on *\($0)" } ?? "")
+        }
     }
 
     /// How an image treats what was not synced.
@@ -82,6 +88,7 @@ final class PowerCutFileIO: FileIO, Sendable {
         /// Directory path → its entries as of its last fsync.
         var durable: [String: [String: Entry]] = [:]
         var handles: [Int32: Handle] = [:]
+        var paths: [Int32: String] = [:]
         var syncs = 0
         var calls = 0
         var fault: Fault?
@@ -139,27 +146,34 @@ final class PowerCutFileIO: FileIO, Sendable {
     private func parent(of path: String) -> String { (path as NSString).deletingLastPathComponent }
 
     /// Counts a call and returns the error to fail it with, if it is the planned fault.
-    private func fault(_ call: Call, _ state: inout State) -> SystemError? {
-        guard let fault = state.fault, fault.calls.contains(call) else { return nil }
+    private func fault(_ call: Call, path: String, _ state: inout State) -> SystemError? {
+        guard let fault = state.fault else {
+            state.calls += 1
+            return nil
+        }
+        guard fault.calls.contains(call), fault.path.map({ path.hasSuffix($0) }) ?? true else { return nil }
         defer { state.calls += 1 }
         guard state.calls == fault.index else { return nil }
         state.faultsInjected += 1
         return SystemError(call == .sync ? "fsync" : call.rawValue, errno: fault.errno)
     }
 
-    private func countCall(_ call: Call) -> SystemError? {
-        state.withLock { state in
-            if state.fault == nil { state.calls += 1; return nil }
-            return fault(call, &state)
-        }
+    private func countCall(_ call: Call, path: String) -> SystemError? {
+        state.withLock { fault(call, path: path, &$0) }
+    }
+
+    private func countCall(_ call: Call, descriptor: Int32) -> SystemError? {
+        state.withLock { fault(call, path: $0.paths[descriptor] ?? "", &$0) }
     }
 
     // MARK: FileIO
 
     func open(_ path: String, flags: Int32, mode: mode_t) -> Result<Int32, SystemError> {
-        if let error = countCall(.open) { return .failure(error) }
+        if let error = countCall(.open, path: path) { return .failure(error) }
         let result = base.open(path, flags: flags, mode: mode)
-        guard case .success(let descriptor) = result, isTracked(path) else { return result }
+        guard case .success(let descriptor) = result else { return result }
+        state.withLock { $0.paths[descriptor] = path }
+        guard isTracked(path) else { return result }
         state.withLock { state in
             if flags & O_DIRECTORY != 0 || state.current[path] == .directory {
                 state.handles[descriptor] = .directory(path)
@@ -181,7 +195,10 @@ final class PowerCutFileIO: FileIO, Sendable {
     }
 
     func close(_ descriptor: Int32) {
-        state.withLock { _ = $0.handles.removeValue(forKey: descriptor) }
+        state.withLock { state in
+            state.handles[descriptor] = nil
+            state.paths[descriptor] = nil
+        }
         base.close(descriptor)
     }
 
@@ -190,7 +207,7 @@ final class PowerCutFileIO: FileIO, Sendable {
     }
 
     func pwrite(_ descriptor: Int32, from buffer: UnsafeRawBufferPointer, at offset: UInt64) -> Result<Int, SystemError> {
-        if let error = countCall(.write) { return .failure(error) }
+        if let error = countCall(.write, descriptor: descriptor) { return .failure(error) }
         let result = base.pwrite(descriptor, from: buffer, at: offset)
         if case .success(let written) = result {
             state.withLock { state in
@@ -212,8 +229,7 @@ final class PowerCutFileIO: FileIO, Sendable {
         }
         onSync?(self, index)
         return state.withLock { state -> Result<Void, SystemError> in
-            let failure = state.fault == nil ? nil : fault(.sync, &state)
-            if state.fault == nil { state.calls += 1 }
+            let failure = fault(.sync, path: state.paths[descriptor] ?? "", &state)
             switch state.handles[descriptor] {
             case .file(let id):
                 if failure != nil {
@@ -235,7 +251,7 @@ final class PowerCutFileIO: FileIO, Sendable {
     }
 
     func ftruncate(_ descriptor: Int32, length: UInt64) -> Result<Void, SystemError> {
-        if let error = countCall(.truncate) { return .failure(error) }
+        if let error = countCall(.truncate, descriptor: descriptor) { return .failure(error) }
         let result = base.ftruncate(descriptor, length: length)
         if case .success = result {
             state.withLock { state in
@@ -250,7 +266,7 @@ final class PowerCutFileIO: FileIO, Sendable {
     func lockExclusively(_ descriptor: Int32) -> Result<Bool, SystemError> { base.lockExclusively(descriptor) }
 
     func rename(_ source: String, to destination: String) -> Result<Void, SystemError> {
-        if let error = countCall(.rename) { return .failure(error) }
+        if let error = countCall(.rename, path: source) { return .failure(error) }
         let result = base.rename(source, to: destination)
         if case .success = result, isTracked(source), isTracked(destination) {
             state.withLock { state in
@@ -262,7 +278,7 @@ final class PowerCutFileIO: FileIO, Sendable {
     }
 
     func unlink(_ path: String) -> Result<Void, SystemError> {
-        if let error = countCall(.unlink) { return .failure(error) }
+        if let error = countCall(.unlink, path: path) { return .failure(error) }
         let result = base.unlink(path)
         if case .success = result, isTracked(path) {
             state.withLock { _ = $0.current.removeValue(forKey: path) }
@@ -271,7 +287,7 @@ final class PowerCutFileIO: FileIO, Sendable {
     }
 
     func mkdir(_ path: String, mode: mode_t) -> Result<Void, SystemError> {
-        if let error = countCall(.mkdir) { return .failure(error) }
+        if let error = countCall(.mkdir, path: path) { return .failure(error) }
         let result = base.mkdir(path, mode: mode)
         if case .success = result, isTracked(path) {
             state.withLock { state in
@@ -361,9 +377,13 @@ final class PowerCutFileIO: FileIO, Sendable {
             if item.isDirectory {
                 try manager.createDirectory(at: url, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
             } else {
-                guard manager.createFile(atPath: url.path, contents: Data(contents[item.node!]!), attributes: [.posixPermissions: 0o600]) else {
-                    throw CocoaError(.fileWriteUnknown)
-                }
+                // Plain open/write: Foundation's file writing is atomic (a temporary file and a sync) and slow.
+                let fd = Glibc.open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+                guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+                defer { Glibc.close(fd) }
+                let bytes = contents[item.node!]!
+                let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+                guard written == bytes.count else { throw POSIXError(.EIO) }
             }
         }
         return decisions
