@@ -28,3 +28,13 @@ run: release
 
 clean:
 	rm -rf .build
+
+# Garbage-collection soak: writers, snapshot readers and a collector together for
+# SOAK_SECONDS (default 300), then the kill -9 crash test for CRASH_SECONDS (default 120).
+SOAK_SECONDS  ?= 300
+CRASH_SECONDS ?= 120
+.PHONY: gc-soak
+gc-soak: deps
+	$(SWIFT) build --build-tests
+	CONTENTSTORE_SOAK_SECONDS=$(SOAK_SECONDS) $(SWIFT) test --skip-build --filter GarbageCollectionSoakTests
+	CONTENTSTORE_CRASH_SECONDS=$(CRASH_SECONDS) $(SWIFT) test --skip-build --filter GarbageCollectionCrashTests

@@ -27,6 +27,8 @@ extension Store {
         let placement = try compressed.map { payload in
             try payload.withUnsafeBytes { try append(digest, compressed: true, rawLength: bytes.count, payload: $0, time: time) }
         } ?? append(digest, compressed: false, rawLength: bytes.count, payload: bytes, time: time)
+        // Until the placement is in the index, collection must not judge the pack by the index.
+        defer { packs.settle(placement.location.pack) }
 
         try core.withLock { core in
             guard core.isOpen else { throw Store.closedError }

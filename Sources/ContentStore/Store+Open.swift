@@ -90,10 +90,20 @@ extension Store {
 
     private static func acquireLock(_ layout: Layout, fileSystem: FileSystem) throws -> File {
         let file = try fileSystem.open(layout.lock, flags: O_RDWR | O_CREAT)
-        guard try file.tryLockExclusively() else {
+        var wait: useconds_t = 1000
+        while try !file.tryLockExclusively() {
             let holder = (try? file.readExactly(Int(try file.size()), at: 0)).map { String(decoding: $0, as: UTF8.self) }?
                 .trimmingCharacters(in: .whitespacesAndNewlines)
-            let who = holder.flatMap { Int($0) }.map { "process \($0)" } ?? "another process"
+            let pid = holder.flatMap { Int32($0) }
+            // A child this process is spawning holds a copy of every descriptor, close-on-exec ones
+            // included, until it executes: a store this process just closed can look locked by this
+            // very process for a few milliseconds. Wait that out (briefly) instead of reporting it.
+            if pid == getpid() && wait <= 128_000 {
+                usleep(wait)
+                wait *= 2
+                continue
+            }
+            let who = pid.map { "process \($0)" } ?? "another process"
             throw StoreError(code: .locked, message: "the store at \(layout.root) is open in \(who)", path: layout.lock)
         }
         try file.truncate(to: 0)

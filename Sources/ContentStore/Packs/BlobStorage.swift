@@ -10,8 +10,13 @@ protocol BlobStorage: AnyObject, Sendable {
     func size(of pack: UInt32) -> UInt64?
     /// A name for messages (a path for local packs).
     func path(of pack: UInt32) -> String
-    /// Appends an entry; durable after ``synchronize()``.
+    /// Appends an entry; durable after ``synchronize()``. The caller settles it (``settle(_:)``) once
+    /// the index knows where it is.
     func append(header: [UInt8], payload: UnsafeRawBufferPointer, indexEntry: PackFormat.IndexEntry) throws -> BlobLocation
+    /// Marks one append to `pack` as known to the index (or found redundant).
+    func settle(_ pack: UInt32)
+    /// Whether `pack` received appends the index may not know yet; collection leaves such a pack alone.
+    func hasUnsettledAppends(_ pack: UInt32) -> Bool
     /// Random access to a pack's bytes; nil when the pack does not exist.
     func file(_ pack: UInt32) -> File?
     /// Makes every append so far durable.

@@ -37,6 +37,8 @@ final class PackStore: Sendable {
         /// Set when a sync failed: the kernel may have dropped the unsynced pages, so no later sync may
         /// be taken as covering them ("fsyncgate"). Appends and syncs throw it until the store is reopened.
         var failure: StoreError?
+        /// Appends per pack whose placement the caller has not yet put in the index (``settle(_:)``).
+        var unsettled: [UInt32: Int] = [:]
     }
 
     private let state: Mutex<State>
@@ -72,6 +74,10 @@ final class PackStore: Sendable {
             if let failure = state.failure { throw failure }
             let length = UInt64(header.count + payload.count)
             var active = try activePack(&state, forAppending: length)
+            // Taken out of the state so `active.index` is uniquely referenced and grows in place;
+            // otherwise every append would copy the whole index.
+            state.active = nil
+            defer { state.active = active }
             try active.file.write(header, at: active.size)
             try active.file.write(payload, at: active.size + UInt64(header.count))
             let location = BlobLocation(pack: active.id, offset: active.size)
@@ -81,9 +87,25 @@ final class PackStore: Sendable {
             active.size += length
             state.sizes[active.id] = active.size
             state.unsynced[active.id] = active.file
-            state.active = active
+            state.unsettled[active.id, default: 0] += 1
             return location
         }
+    }
+
+    /// Tells the store that an entry ``append(header:payload:indexEntry:)`` wrote is now in the
+    /// index (or was found redundant). Every append must be settled exactly once.
+    func settle(_ pack: UInt32) {
+        state.withLock { state in
+            let remaining = state.unsettled[pack, default: 1] - 1
+            state.unsettled[pack] = remaining > 0 ? remaining : nil
+        }
+    }
+
+    /// Whether entries were appended to `pack` that the index may not know yet. Collection judges a
+    /// pack by the index only when this is false; appends go to the active pack only, so once a pack
+    /// is no longer active and this is false, it stays false.
+    func hasUnsettledAppends(_ pack: UInt32) -> Bool {
+        state.withLock { $0.unsettled[pack] != nil }
     }
 
     /// `fdatasync`s every pack written since the last call, then the directory if a pack was created.
