@@ -150,9 +150,11 @@ extension Store {
         let listed = packs.packIDs
         let active = packs.activePackID
         var removedAny = false
+        var syncAttempted = false
         defer {
             // Unlinks are made durable together; a crash before that only leaves packs the next run deletes.
-            if removedAny { try? fileSystem.synchronizeDirectory(layout.packs) }
+            // Best effort here only when an error is already on its way out; otherwise a failure is reported.
+            if removedAny && !syncAttempted { try? fileSystem.synchronizeDirectory(layout.packs) }
         }
         progress?(MaintenanceProgress(phase: .compactingPacks, completed: 0, total: listed.count))
         for (index, pack) in listed.enumerated() {
@@ -194,6 +196,10 @@ extension Store {
             } else {
                 report.packsSkipped += 1
             }
+        }
+        if removedAny {
+            syncAttempted = true
+            try fileSystem.synchronizeDirectory(layout.packs)
         }
     }
 
