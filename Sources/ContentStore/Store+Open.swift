@@ -69,8 +69,17 @@ extension Store {
             if !parent.isEmpty, parent != layout.root { try fileSystem.synchronizeDirectory(parent) }
         }
         try FormatFile.check(try fileSystem.readFile(layout.format), path: layout.format)
-        let missing = [layout.wal, layout.packs, layout.checkpoints].filter { fileSystem.kind(of: $0) == .missing }
-        for directory in missing { try fileSystem.createDirectory(directory) }
+        for directory in [layout.wal, layout.packs, layout.checkpoints] {
+            switch fileSystem.kind(of: directory) {
+            case .missing:
+                try fileSystem.createDirectory(directory)
+            case .directory:
+                break
+            case .other:
+                // A symlink (or a file) in place of a store directory: never followed out of the store.
+                throw StoreError.corrupted("\(directory) is not a directory (the store does not follow symlinks)", path: directory)
+            }
+        }
         // Their entries must be durable before files in them are; synced at every open, as an earlier
         // open may have made them and failed before its sync.
         try fileSystem.synchronizeDirectory(layout.root)
