@@ -134,7 +134,14 @@ final class WriteAheadLog: Sendable {
         return try state.withLock { state in
             if let failure = state.failure { throw failure }
             precondition(!state.leaderActive && state.pending.isEmpty, "rotate() needs appends stopped")
-            try startNextSegment(&state)
+            do {
+                try startNextSegment(&state)
+            } catch {
+                // The next segment may exist half made: appending on to this one would leave commits
+                // in a segment that is no longer the last, where a torn tail is taken for damage.
+                state.failure = WriteAheadLog.failure(error)
+                throw state.failure!
+            }
             return state.segment.number
         }
     }
@@ -188,15 +195,20 @@ final class WriteAheadLog: Sendable {
                 finishLeading(&state)
             }
         } catch {
-            let failure = (error as? StoreError).map {
-                StoreError(code: $0.code, message: "the write-ahead log failed; reopen the store: \($0.message)", path: $0.path, cause: $0.cause)
-            } ?? StoreError(code: .io, message: "the write-ahead log failed; reopen the store", cause: error)
+            let failure = WriteAheadLog.failure(error)
             state.withLock { state in
                 state.failure = failure
                 finishLeading(&state)
             }
             throw failure
         }
+    }
+
+    /// The error every call reports once the log has failed.
+    private static func failure(_ error: any Error) -> StoreError {
+        (error as? StoreError).map {
+            StoreError(code: $0.code, message: "the write-ahead log failed; reopen the store: \($0.message)", path: $0.path, cause: $0.cause)
+        } ?? StoreError(code: .io, message: "the write-ahead log failed; reopen the store", cause: error)
     }
 
     /// Wakes the waiters this batch satisfied, and one more to lead the next batch. Waking everyone
