@@ -99,4 +99,26 @@ let benchmarks: @Sendable () -> Void = {
         let seconds = Double(monotonicNanoseconds() - start) / 1e9
         benchmark.measurement(megabytesPerSecond, Int(Double(2 * perThread * (64 << 10)) / seconds / 1e6))
     }
+
+    // Small puts against a fresh pack and against one already holding 20,000 entries (default
+    // 64 MiB packs). Equal costs mean a put is O(1) in the pack's size; see the note on
+    // StoreFixture.smallBlobConfiguration for why they differ with the engine as of this writing.
+    for (label, existing) in [("fresh pack", 0), ("pack already holding 20,000 entries", 20_000)] {
+        let small = State()
+        Benchmark(
+            "put 128 B, \(label)",
+            configuration: .init(
+                metrics: metrics, maxDuration: .seconds(2), maxIterations: 2000,
+                setup: {
+                    let fixture = try StoreFixture("blobs-small-\(existing)")
+                    if existing > 0 { try fixture.populate(blobs: existing, size: 128, threads: 1) }
+                    small.fixture = fixture
+                    small.payload = textPayload(128, seed: 128)
+                },
+                teardown: { small.fixture?.remove() })
+        ) { benchmark in
+            let data = small.nextPayload()
+            do { blackHole(try small.store.put(data)) } catch { benchmark.error("\(error)") }
+        }
+    }
 }

@@ -94,3 +94,25 @@ public enum Progress {
         FileHandle.standardError.write(Data((String(format: "[%6.1fs] ", elapsed) + message + "\n").utf8))
     }
 }
+
+/// CPU seconds (user + system) used so far by this process, or by its waited-for children.
+public func cpuSeconds(children: Bool = false) -> Double {
+    var usage = rusage()
+    getrusage(children ? RUSAGE_CHILDREN.rawValue : RUSAGE_SELF.rawValue, &usage)
+    func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// Nanoseconds accumulated from several threads (time spent in one kind of call).
+public final class TimeAccumulator: Sendable {
+    private let nanoseconds = Atomic<UInt64>(0)
+    public init() {}
+    /// Runs `body`, adding its duration.
+    public func time<T>(_ body: () throws -> T) rethrows -> T {
+        let start = monotonicNanoseconds()
+        defer { nanoseconds.add(monotonicNanoseconds() - start, ordering: .relaxed) }
+        return try body()
+    }
+    /// Seconds accumulated since the last call; resets.
+    public func take() -> Double { Double(nanoseconds.exchange(0, ordering: .relaxed)) / 1e9 }
+}

@@ -8,6 +8,10 @@ final class ContentStoreContender: Contender {
     let name = "ContentStore"
     let store: Store
     private let pendingDigests = Mutex<[Digest]>([])
+    /// Thread-seconds inside `put` and inside `write` during ingests (where the time goes).
+    let putTime = TimeAccumulator(), commitTime = TimeAccumulator()
+    /// CPU seconds of the ingest worker threads themselves.
+    let workerCPU = Mutex<Double>(0)
 
     init(directory: String) throws {
         var configuration = Store.Configuration()
@@ -17,18 +21,20 @@ final class ContentStoreContender: Contender {
 
     func ingest(_ corpus: Corpus, threads: Int) throws {
         let queue = WorkQueue(count: corpus.files.count)
-        let store = store
-        try runThreads(threads) { _ in
+        let store = store, putTime = putTime, commitTime = commitTime
+        try runThreads(threads) { [self] _ in
+            let cpuStart = threadCPUSeconds()
+            defer { let used = threadCPUSeconds() - cpuStart; workerCPU.withLock { $0 += used } }
             var batch: [(String, Digest)] = []
             while let index = queue.next() {
-                let digest = try store.put(contentsOf: URL(fileURLWithPath: corpus.absolutePath(index)))
+                let digest = try putTime.time { try store.put(contentsOf: URL(fileURLWithPath: corpus.absolutePath(index))) }
                 batch.append((corpus.files[index].path, digest))
                 if batch.count == 64 {
-                    try Self.commit(batch, to: store)
+                    try commitTime.time { try Self.commit(batch, to: store) }
                     batch.removeAll(keepingCapacity: true)
                 }
             }
-            if !batch.isEmpty { try Self.commit(batch, to: store) }
+            if !batch.isEmpty { try commitTime.time { try Self.commit(batch, to: store) } }
         }
     }
 

@@ -10,6 +10,13 @@ struct Options {
     var output = "Docs/benchmarks"
     var external = true
     var keepScratch = false
+    var probeLimits = true
+    /// Threads each built-in contender ingests with (default: one per core).
+    var ingestThreads = ProcessInfo.processInfo.activeProcessorCount
+    /// Only these contenders / workloads (for profiling one of them); nil = all.
+    var contenders: Set<String>?
+    var workloads: Set<String>?
+    static let workloadNames: Set<String> = ["ingest", "commits", "reads"]
 
     static let usage = """
         usage: compare [options]
@@ -25,7 +32,20 @@ struct Options {
           --output DIR         where the report goes (default Docs/benchmarks)
           --no-external        skip restic and git
           --keep-scratch       leave the scratch directory (CONTENTSTORE_BENCH_DIR) in place
+          --ingest-threads N   threads each built-in contender ingests with (default: cores)
+          --no-limits          skip the machine-limit probes (for profiling a contender)
+          --only NAMES         comma-separated contenders to run (ContentStore, SQLite, file-per-key, restic, git)
+          --workloads NAMES    comma-separated subset of: ingest (with re-ingest and collect), commits, reads
         """
+
+    /// Whether the contender named `name` runs ("SQLite" matches "SQLite (GRDB)").
+    func includes(contender name: String) -> Bool {
+        guard let contenders else { return true }
+        let lowered = name.lowercased()
+        return contenders.contains { lowered == $0 || lowered.hasPrefix($0 + " ") }
+    }
+
+    func includes(workload name: String) -> Bool { workloads?.contains(name) ?? true }
 
     static func parse(_ arguments: [String]) -> Options {
         var options = Options()
@@ -48,6 +68,14 @@ struct Options {
             case "--output": options.output = value(argument)
             case "--no-external": options.external = false
             case "--keep-scratch": options.keepScratch = true
+            case "--no-limits": options.probeLimits = false
+            case "--ingest-threads": options.ingestThreads = number(argument)
+            case "--only":
+                options.contenders = Set(value(argument).split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
+            case "--workloads":
+                let names = Set(value(argument).split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
+                guard names.isSubset(of: workloadNames) else { fail("--workloads takes \(workloadNames.sorted().joined(separator: ", "))") }
+                options.workloads = names
             case "-h", "--help":
                 print(usage)
                 exit(0)

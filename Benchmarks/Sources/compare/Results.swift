@@ -118,5 +118,7 @@ struct Report: Codable {
     var advantages: [String: [String: Double]]
     var fractionsOfLimit: [String: Double]
     var contentStoreStatistics: [String: Double]
+    /// Per round: wall and CPU seconds of ContentStore's ingest, and thread-seconds spent in put and in commit.
+    var contentStoreIngestBreakdown: [[String: Double]]
     var targets: [TargetVerdict]
 }

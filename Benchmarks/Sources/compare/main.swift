@@ -53,15 +53,16 @@ let garbageStoredBytes: Int = {
 // MARK: Contenders
 
 typealias Factory = @Sendable (String) throws -> any Contender
-let builtIns: [(name: String, make: Factory)] = [
+let allBuiltIns: [(name: String, make: Factory)] = [
     (Name.contentStore, { try ContentStoreContender(directory: $0) }),
     (Name.sqlite, { try SQLiteContender(directory: $0) }),
     (Name.filePerKey, { try FilePerKeyContender(directory: $0) }),
 ]
+let builtIns = allBuiltIns.filter { options.includes(contender: $0.name) }
 var tools: [String: String] = [:]
 var skipped: [String: String] = [:]
 var externals: [ExternalTool] = []
-for (command, name) in [("restic", Name.restic), ("git", Name.git)] {
+for (command, name) in [("restic", Name.restic), ("git", Name.git)] where options.includes(contender: name) {
     guard options.external else {
         skipped[name] = "skipped with --no-external"
         continue
@@ -87,6 +88,9 @@ func rotated<T>(_ items: [T], by round: Int) -> [T] {
 
 let mb = 1e6
 var ingest = Measurement(id: "ingest", workload: "bulk ingest", unit: "MB/s", higherIsBetter: true)
+var ingestCPU = Measurement(id: "ingest-cpu", workload: "bulk ingest: CPU time", unit: "CPU s", higherIsBetter: false,
+                            note: "user + system CPU seconds of the ingest (restic and git: of their processes); not what limits wall time on a loaded machine")
+var ingestBreakdown: [[String: Double]] = []
 var ingestSize = Measurement(id: "ingest-size", workload: "bulk ingest: bytes on disk", unit: "MB", higherIsBetter: false)
 var reingest = Measurement(id: "reingest", workload: "re-ingest, unchanged (dedup)", unit: "MB/s", higherIsBetter: true)
 var collect = Measurement(id: "gc", workload: "delete 10% + collect", unit: "s", higherIsBetter: false,
@@ -107,7 +111,7 @@ let commitValue = Data((0 ..< 100).map { UInt8(truncatingIfNeeded: $0 &* 37) })
 
 // Point-read stores are built once and read in every round.
 var readers: [(name: String, contender: any Contender, digests: [Digest])] = []
-for (index, entrant) in builtIns.enumerated() {
+for (index, entrant) in builtIns.enumerated() where options.includes(workload: "reads") {
     Progress.log("point reads: storing \(blocks.count) blobs of 4 KiB in \(entrant.name)")
     let contender = try entrant.make(try POSIX.scratchDirectory("compare/reads-\(index)"))
     let digests = try blocks.map { try contender.put($0) }
@@ -120,36 +124,53 @@ for round in 0 ..< options.rounds {
     let label = "round \(round + 1)/\(options.rounds)"
 
     // Limits, probed in this round.
-    Progress.log("\(label): machine limits")
-    let limits = try probe.run()
-    limitRounds.append(limits)
-    ingest.recordLimit(round: round, limits.ingestMBps(totalBytes: corpus.totalBytes, uniqueBytes: corpus.uniqueBytes))
-    ingestSize.recordLimit(round: round, Double(limits.zstdStoredBytes) / mb)
-    reingest.recordLimit(round: round, limits.reingestMBps)
-    commits1.recordLimit(round: round, limits.commitsPerSecond(writers: 1))
-    commits16.recordLimit(round: round, limits.commitsPerSecond(writers: 16))
-    reads.recordLimit(round: round, limits.pointReadOpsPerSecond)
-    reclaimed.recordLimit(round: round, Double(garbageStoredBytes) / mb)
-    reclaimedCompacted.recordLimit(round: round, Double(garbageStoredBytes) / mb)
-    Progress.log(String(format: "%@: SHA-256 %.0f MB/s, zstd-3 %.0f MB/s, write %.0f MB/s, append+fdatasync %.3f ms, overwrite+fdatasync %.3f ms, verified 4 KiB decode %.0f/s",
-                        label, limits.sha256MBps, limits.zstdMBps, limits.writeMBps, limits.appendSyncMedianMs,
-                        limits.overwriteSyncMedianMs, limits.pointReadOpsPerSecond))
+    if options.probeLimits {
+        Progress.log("\(label): machine limits")
+        let limits = try probe.run()
+        limitRounds.append(limits)
+        ingest.recordLimit(round: round, limits.ingestMBps(totalBytes: corpus.totalBytes))
+        ingestSize.recordLimit(round: round, Double(limits.zstdStoredBytes) / mb)
+        ingestCPU.recordLimit(round: round, limits.ingestCPUSeconds)
+        reingest.recordLimit(round: round, limits.reingestMBps(totalBytes: corpus.totalBytes))
+        reads.recordLimit(round: round, limits.pointReadOpsPerSecond)
+        reclaimed.recordLimit(round: round, Double(garbageStoredBytes) / mb)
+        reclaimedCompacted.recordLimit(round: round, Double(garbageStoredBytes) / mb)
+        Progress.log(String(format: "%@: per core SHA-256 %.0f MB/s, zstd-3 %.0f MB/s (CPU time); on %d threads now: ingest compute %.0f MB/s, hashing %.0f MB/s; write %.0f MB/s; append+fdatasync %.3f ms, overwrite+fdatasync %.3f ms; verified 4 KiB decode %.0f/s",
+                            label, limits.sha256MBpsPerCore, limits.zstdMBpsPerCore, cores,
+                            Double(corpus.totalBytes) / 1e6 / limits.ingestComputeSeconds,
+                            Double(corpus.totalBytes) / 1e6 / limits.reingestComputeSeconds,
+                            limits.writeMBps, limits.appendSyncMedianMs, limits.overwriteSyncMedianMs, limits.pointReadOpsPerSecond))
+    }
 
     // 1, 2, 5: ingest, re-ingest, delete + collect.
     let entrants: [(name: String, make: Factory?, tool: ExternalTool?)] =
         builtIns.map { ($0.name, $0.make, nil) } + externals.map { ($0.name, nil, $0) }
-    for entrant in rotated(entrants, by: round) {
+    for entrant in rotated(entrants, by: round) where options.includes(workload: "ingest") {
         let directory = try POSIX.scratchDirectory("compare/run")
         if let tool = entrant.tool {
+            let cpuBefore = cpuSeconds(children: true)
             let seconds = try tool.ingest(corpus, into: directory)
             ingest.record(entrant.name, round: round, corpusMB / seconds)
+            ingestCPU.record(entrant.name, round: round, cpuSeconds(children: true) - cpuBefore)
             ingestSize.record(entrant.name, round: round, Double(tool.repositorySize(directory)) / mb)
-            Progress.log(String(format: "%@: %@ ingest %.1f MB/s", label, entrant.name, corpusMB / seconds))
+            Progress.log(String(format: "%@: %@ ingest %.1f MB/s (%.2f CPU s)", label, entrant.name, corpusMB / seconds, ingestCPU.rounds[entrant.name]?[round] ?? 0))
         } else if let make = entrant.make {
             let contender = try make(directory)
-            let first = try measureSeconds { try contender.ingest(corpus, threads: cores) }
+            let cpuBefore = cpuSeconds()
+            let first = try measureSeconds { try contender.ingest(corpus, threads: options.ingestThreads) }
+            let cpu = cpuSeconds() - cpuBefore
             let size = POSIX.diskUsage(directory)
             ingest.record(entrant.name, round: round, corpusMB / first)
+            ingestCPU.record(entrant.name, round: round, cpu)
+            var breakdown = ""
+            if let store = contender as? ContentStoreContender {
+                let (put, commit) = (store.putTime.take(), store.commitTime.take())
+                let workers = store.workerCPU.withLock { value in defer { value = 0 }; return value }
+                ingestBreakdown.append(["round": Double(round + 1), "seconds": first, "cpuSeconds": cpu, "workerCPUSeconds": workers,
+                                        "threadSecondsInPut": put, "threadSecondsInCommit": commit])
+                breakdown = String(format: " [%.2f s wall; CPU %.2f s, of which the %d workers %.2f s; thread-seconds in put %.2f, in commit %.2f]",
+                                   first, cpu, cores, workers, put, commit)
+            }
             ingestSize.record(entrant.name, round: round, Double(size) / mb)
             if round == 0, let store = (contender as? ContentStoreContender)?.store {
                 let statistics = try store.statistics()
@@ -159,7 +180,10 @@ for round in 0 ..< options.rounds {
                     "walBytes": Double(statistics.walBytes), "recordCount": Double(statistics.recordCount),
                 ]
             }
-            let second = try measureSeconds { try contender.ingest(corpus, threads: cores) }
+            let second = try measureSeconds { try contender.ingest(corpus, threads: options.ingestThreads) }
+            if let store = contender as? ContentStoreContender {
+                _ = (store.putTime.take(), store.commitTime.take(), store.workerCPU.withLock { value in defer { value = 0 }; return value })
+            }
             reingest.record(entrant.name, round: round, corpusMB / second)
             let before = POSIX.diskUsage(directory)
             let steps = try contender.deleteAndCollect(deletedPaths) { POSIX.diskUsage(directory) }
@@ -169,17 +193,21 @@ for round in 0 ..< options.rounds {
             collectCompacted.record(entrant.name, round: round, total)
             reclaimedCompacted.record(entrant.name, round: round, (Double(before) - Double(steps.last!.diskBytesAfter)) / mb)
             try contender.close()
-            Progress.log(String(format: "%@: %@ ingest %.1f MB/s (%.1f MB on disk), re-ingest %.1f MB/s, %@",
-                                label, entrant.name, corpusMB / first, Double(size) / mb, corpusMB / second,
+            Progress.log(String(format: "%@: %@ ingest %.1f MB/s (%.1f MB on disk, %.2f CPU s)%@, re-ingest %.1f MB/s, %@",
+                                label, entrant.name, corpusMB / first, Double(size) / mb, cpu, breakdown, corpusMB / second,
                                 steps.map { String(format: "%@ %.2f s", $0.name, $0.seconds) }.joined(separator: ", ")))
         }
         POSIX.removeTree(directory)
         sync()  // the next contender must not pay for this one's write-back
     }
 
-    // 3: durable small commits.
-    for entrant in rotated(builtIns, by: round) {
+    // 3: durable small commits. ContentStore's bound is the sync latency probed right before its run.
+    for entrant in rotated(builtIns, by: round) where options.includes(workload: "commits") {
         for writers in [1, 16] {
+            if options.probeLimits && entrant.name == Name.contentStore {
+                let bound = Double(writers) / (try probe.syncFloorMs() / 1000)
+                if writers == 1 { commits1.recordLimit(round: round, bound) } else { commits16.recordLimit(round: round, bound) }
+            }
             let directory = try POSIX.scratchDirectory("compare/run")
             let contender = try entrant.make(directory)
             let committed = Atomic<Int>(0)
@@ -231,16 +259,17 @@ for reader in readers { try reader.contender.close() }
 
 // MARK: Report
 
-ingest.limitNote = "(SHA-256 of all bytes + zstd -3 of unique bytes) / \(cores) cores, or the stored bytes at the write bandwidth if slower"
+ingest.limitNote = "SHA-256 of all bytes + zstd -3 of unique bytes on \(cores) threads (from memory, measured in the same round), or the stored bytes at the write bandwidth if slower"
 ingestSize.limitNote = "zstd -3 of each unique file"
-reingest.limitNote = "SHA-256 of all bytes / \(cores) cores"
-commits1.limitNote = "1 / the cheapest durable write (fdatasync after a 128-byte append or a 4 KiB overwrite)"
-commits16.limitNote = "16 / the cheapest durable write: one sync shared by all 16 writers"
+ingestCPU.limitNote = "SHA-256 of all bytes + zstd -3 of unique bytes, CPU seconds"
+reingest.limitNote = "SHA-256 of all bytes on \(cores) threads (from memory, measured in the same round)"
+commits1.limitNote = "1 / the cheapest durable write (fdatasync after a 128-byte append or a 4 KiB overwrite), probed right before each run"
+commits16.limitNote = "16 / the cheapest durable write, probed right before each run: one sync shared by all 16 writers"
 reads.limitNote = "zstd decode + SHA-256 of a 4 KiB blob from memory, 1 core"
 reclaimed.limitNote = "stored bytes of the blobs that only deleted files referenced"
 reclaimedCompacted.limitNote = reclaimed.limitNote
 
-let measurements = [ingest, ingestSize, reingest, commits1, commits16, reads, readsP50, readsP99, collect, collectCompacted, reclaimed, reclaimedCompacted]
+let measurements = [ingest, ingestCPU, ingestSize, reingest, commits1, commits16, reads, readsP50, readsP99, collect, collectCompacted, reclaimed, reclaimedCompacted]
 var advantages: [String: [String: Double]] = [:]
 var fractions: [String: Double] = [:]
 for measurement in measurements {
@@ -275,7 +304,7 @@ targets.append(TargetVerdict(target: "the comparison run itself (build excluded)
 let report = Report(
     run: RunInfo.current(options: options, corpus: corpus, elapsed: elapsed, tools: tools, skipped: skipped),
     limits: limitRounds, measurements: measurements, advantages: advantages, fractionsOfLimit: fractions,
-    contentStoreStatistics: contentStoreStatistics, targets: targets)
+    contentStoreStatistics: contentStoreStatistics, contentStoreIngestBreakdown: ingestBreakdown, targets: targets)
 try ReportWriter(report: report).write(to: options.output)
 Progress.log("done in \(Int(elapsed)) s; wrote \(options.output)/latest.md, latest.json, latest.svg")
 print(try String(contentsOfFile: options.output + "/latest.md", encoding: .utf8))
