@@ -29,6 +29,16 @@ run: release
 clean:
 	rm -rf .build
 
+# Garbage-collection soak: writers, snapshot readers and a collector together for
+# SOAK_SECONDS (default 300), then the kill -9 crash test for CRASH_SECONDS (default 120).
+SOAK_SECONDS  ?= 300
+CRASH_SECONDS ?= 120
+.PHONY: gc-soak
+gc-soak: deps
+	$(SWIFT) build --build-tests
+	CONTENTSTORE_SOAK_SECONDS=$(SOAK_SECONDS) $(SWIFT) test --skip-build --filter GarbageCollectionSoakTests
+	CONTENTSTORE_CRASH_SECONDS=$(CRASH_SECONDS) $(SWIFT) test --skip-build --filter GarbageCollectionCrashTests
+
 # ── Benchmarks: a separate package in Benchmarks/, never built by `make test` ──────────────────
 # `make bench`: the ordo-one suites (Benchmarks/Benchmarks/<Name>/); BENCH_ARGS="--target Blobs" etc.
 # `make compare`: ContentStore side by side with SQLite, file-per-key, restic and git, plus the

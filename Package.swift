@@ -45,6 +45,7 @@ let package = Package(
             dependencies: [
                 "ContentStore", "Warehouse", "DataArchive",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(name: "ContentStoreTests", dependencies: ["ContentStore"]),

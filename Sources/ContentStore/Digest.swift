@@ -68,9 +68,6 @@ public struct Digest: Hashable, Comparable, Sendable, Codable, CustomStringConve
     /// The same as ``hex``.
     public var description: String { hex }
 
-    /// The first 12 hex digits, for messages.
-    var shortHex: String { String(hex.prefix(12)) }
-
     func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try Swift.withUnsafeBytes(of: (w0.bigEndian, w1.bigEndian, w2.bigEndian, w3.bigEndian)) { try body($0) }
     }

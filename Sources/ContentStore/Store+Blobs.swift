@@ -27,6 +27,8 @@ extension Store {
         let placement = try compressed.map { payload in
             try payload.withUnsafeBytes { try append(digest, compressed: true, rawLength: bytes.count, payload: $0, time: time) }
         } ?? append(digest, compressed: false, rawLength: bytes.count, payload: bytes, time: time)
+        // Until the placement is in the index, collection must not judge the pack by the index.
+        defer { packs.settle(placement.location.pack) }
 
         try core.withLock { core in
             guard core.isOpen else { throw Store.closedError }
@@ -149,14 +151,14 @@ extension Store {
         let data = try get(digest)
         let directory = file.deletingLastPathComponent().path
         let temporary = directory + "/." + file.lastPathComponent + ".\(getpid()).tmp"
-        let output = try File.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o644)
+        let output = try fileSystem.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o644)
         do {
             try data.withUnsafeBytes { try output.write($0, at: 0) }
             try output.synchronize()
-            try FileSystem.rename(temporary, to: file.path)
-            try FileSystem.synchronizeDirectory(directory)
+            try fileSystem.rename(temporary, to: file.path)
+            try fileSystem.synchronizeDirectory(directory)
         } catch {
-            try? FileSystem.remove(temporary)
+            try? fileSystem.remove(temporary)
             throw error
         }
     }

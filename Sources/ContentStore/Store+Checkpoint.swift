@@ -16,19 +16,19 @@ extension Store {
             guard core.isOpen else { throw Store.closedError }
             return Checkpoint.Contents(firstSegment: try wal.rotate(), state: core.state)
         }
-        try Checkpoint.write(contents, directory: layout.checkpoints)
+        try Checkpoint.write(contents, directory: layout.checkpoints, fileSystem: fileSystem)
         // Only now that the checkpoint is durable may what it replaces go.
-        for name in try FileSystem.contents(of: layout.checkpoints) {
+        for name in try fileSystem.contents(of: layout.checkpoints) {
             if let number = Checkpoint.firstSegment(fromFileName: name), number < contents.firstSegment {
-                try FileSystem.remove(layout.checkpoints + "/" + name)
+                try fileSystem.remove(layout.checkpoints + "/" + name)
             }
         }
-        for name in try FileSystem.contents(of: layout.wal) {
+        for name in try fileSystem.contents(of: layout.wal) {
             if let number = WALFormat.number(fromFileName: name), number < contents.firstSegment {
-                try FileSystem.remove(layout.wal + "/" + name)
+                try fileSystem.remove(layout.wal + "/" + name)
             }
         }
-        try FileSystem.synchronizeDirectory(layout.wal)
+        try fileSystem.synchronizeDirectory(layout.wal)
         wal.segmentsRemoved(before: contents.firstSegment)
         logger.info("checkpoint written", metadata: [
             "segment": "\(contents.firstSegment)", "blobs": "\(contents.state.blobs.count)",

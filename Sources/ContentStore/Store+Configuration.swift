@@ -52,6 +52,13 @@ extension Store {
         public var packRewriteThreshold: Double = 0.5
         /// Where the store logs (at info and below).
         public var logger = Logger(label: "ContentStore")
+        /// When set, the store collects garbage (with ``garbageGracePeriod``) and writes a checkpoint
+        /// (when the WAL holds anything new) at this interval, on a background queue, for as long as
+        /// it is open. Runs never overlap, hold no lock for their duration, stop at ``Store/close()``,
+        /// and do not keep a store that is otherwise released alive. Default nil: no periodic work.
+        public var maintenanceInterval: Duration?
+        /// The system calls the store makes; tests substitute fault-injecting implementations.
+        var fileIO: any FileIO = SystemFileIO()
 
         /// The defaults.
         public init() {}

@@ -44,41 +44,56 @@ extension Store {
     }
 
     /// Creates or checks the directory, takes the lock, and recovers the state.
-    static func openDirectory(_ layout: Layout, configuration: Configuration) throws -> (File, Recovered) {
-        switch FileSystem.kind(of: layout.root) {
+    static func openDirectory(_ layout: Layout, fileSystem: FileSystem, configuration: Configuration) throws -> (File, Recovered) {
+        switch fileSystem.kind(of: layout.root) {
         case .missing:
-            do {
-                try FileManager.default.createDirectory(atPath: layout.root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            } catch {
-                throw StoreError.io("cannot create the store directory", path: layout.root, cause: error)
-            }
+            try createDirectories(layout.root, fileSystem: fileSystem)
         case .other:
             throw StoreError(code: .unsupportedFormat, message: "\(layout.root) is not a directory", path: layout.root)
         case .directory:
             break
         }
-        let names = try FileSystem.contents(of: layout.root)
+        let names = try fileSystem.contents(of: layout.root)
         guard names.contains("FORMAT") || names.allSatisfy({ $0 == "LOCK" }) else {
             throw StoreError(
                 code: .unsupportedFormat,
                 message: "\(layout.root) is not a ContentStore store: it holds files but no FORMAT", path: layout.root)
         }
-        let lock = try acquireLock(layout)
-        if FileSystem.kind(of: layout.format) == .missing {
-            for directory in [layout.wal, layout.packs, layout.checkpoints] { try FileSystem.createDirectory(directory) }
-            try FileSystem.writeAtomically(FormatFile.encoded(), to: layout.format, directory: layout.root)
+        let lock = try acquireLock(layout, fileSystem: fileSystem)
+        if fileSystem.kind(of: layout.format) == .missing {
+            for directory in [layout.wal, layout.packs, layout.checkpoints] { try fileSystem.createDirectory(directory) }
+            try fileSystem.writeAtomically(FormatFile.encoded(), to: layout.format, directory: layout.root)
         }
-        try FormatFile.check(try FileSystem.readFile(layout.format), path: layout.format)
-        for directory in [layout.wal, layout.packs, layout.checkpoints] { try FileSystem.createDirectory(directory) }
-        return (lock, try recover(layout, limits: configuration.limits))
+        try FormatFile.check(try fileSystem.readFile(layout.format), path: layout.format)
+        for directory in [layout.wal, layout.packs, layout.checkpoints] { try fileSystem.createDirectory(directory) }
+        return (lock, try recover(layout, fileSystem: fileSystem, limits: configuration.limits))
     }
 
-    private static func acquireLock(_ layout: Layout) throws -> File {
-        let file = try File.open(layout.lock, flags: O_RDWR | O_CREAT)
-        guard try file.tryLockExclusively() else {
+    /// `mkdir -p`, each level 0700.
+    private static func createDirectories(_ path: String, fileSystem: FileSystem) throws {
+        let parent = (path as NSString).deletingLastPathComponent
+        if !parent.isEmpty, parent != path, fileSystem.kind(of: parent) == .missing {
+            try createDirectories(parent, fileSystem: fileSystem)
+        }
+        try fileSystem.createDirectory(path)
+    }
+
+    private static func acquireLock(_ layout: Layout, fileSystem: FileSystem) throws -> File {
+        let file = try fileSystem.open(layout.lock, flags: O_RDWR | O_CREAT)
+        var wait: useconds_t = 1000
+        while try !file.tryLockExclusively() {
             let holder = (try? file.readExactly(Int(try file.size()), at: 0)).map { String(decoding: $0, as: UTF8.self) }?
                 .trimmingCharacters(in: .whitespacesAndNewlines)
-            let who = holder.flatMap { Int($0) }.map { "process \($0)" } ?? "another process"
+            let pid = holder.flatMap { Int32($0) }
+            // A child this process is spawning holds a copy of every descriptor, close-on-exec ones
+            // included, until it executes: a store this process just closed can look locked by this
+            // very process for a few milliseconds. Wait that out (briefly) instead of reporting it.
+            if pid == getpid() && wait <= 128_000 {
+                usleep(wait)
+                wait *= 2
+                continue
+            }
+            let who = pid.map { "process \($0)" } ?? "another process"
             throw StoreError(code: .locked, message: "the store at \(layout.root) is open in \(who)", path: layout.lock)
         }
         try file.truncate(to: 0)
@@ -87,11 +102,11 @@ extension Store {
     }
 
     /// Newest checkpoint + replay of the WAL segments from the one it names.
-    private static func recover(_ layout: Layout, limits: Limits) throws -> Recovered {
+    private static func recover(_ layout: Layout, fileSystem: FileSystem, limits: Limits) throws -> Recovered {
         var checkpoints: [UInt64] = []
-        for name in try FileSystem.contents(of: layout.checkpoints) {
+        for name in try fileSystem.contents(of: layout.checkpoints) {
             if name.hasSuffix(".tmp") {
-                try FileSystem.remove(layout.checkpoints + "/" + name)  // an unfinished checkpoint
+                try fileSystem.remove(layout.checkpoints + "/" + name)  // an unfinished checkpoint
             } else if let number = Checkpoint.firstSegment(fromFileName: name) {
                 checkpoints.append(number)
             }
@@ -99,7 +114,7 @@ extension Store {
         var state = StoreState()
         var firstSegment: UInt64 = 1
         if let newest = checkpoints.max() {
-            let contents = try Checkpoint.load(path: layout.checkpoints + "/" + Checkpoint.fileName(newest), limits: limits)
+            let contents = try Checkpoint.load(path: layout.checkpoints + "/" + Checkpoint.fileName(newest), limits: limits, fileSystem: fileSystem)
             guard contents.firstSegment == newest else {
                 throw StoreError.corrupted("checkpoint names segment \(contents.firstSegment) but is filed as \(newest)", path: layout.checkpoints)
             }
@@ -107,9 +122,9 @@ extension Store {
             firstSegment = newest
         }
 
-        var segments = try FileSystem.contents(of: layout.wal).compactMap(WALFormat.number(fromFileName:)).sorted()
+        var segments = try fileSystem.contents(of: layout.wal).compactMap(WALFormat.number(fromFileName:)).sorted()
         for obsolete in segments where obsolete < firstSegment {
-            try FileSystem.remove(layout.wal + "/" + WALFormat.fileName(obsolete))  // a checkpoint already covers it
+            try fileSystem.remove(layout.wal + "/" + WALFormat.fileName(obsolete))  // a checkpoint already covers it
         }
         segments.removeAll { $0 < firstSegment }
         for (index, number) in segments.enumerated() where number != firstSegment + UInt64(index) {
@@ -121,7 +136,7 @@ extension Store {
         var lastSegment: WriteAheadLog.Segment?
         for number in segments {
             let path = layout.wal + "/" + WALFormat.fileName(number)
-            let file = try File.open(path, flags: O_RDWR)
+            let file = try fileSystem.open(path, flags: O_RDWR)
             let size = try file.size()
             guard size <= WALSegmentReader.maximumSegmentFileSize else {
                 throw StoreError.corrupted("WAL segment is \(size) bytes, beyond any segment this store writes", path: path)
@@ -140,7 +155,7 @@ extension Store {
             }
             if isLast {
                 if result.validLength < WALFormat.headerSize {
-                    lastSegment = try WriteAheadLog.createSegment(number: number, salt: .random(in: 0 ... .max), in: layout.wal)
+                    lastSegment = try WriteAheadLog.createSegment(number: number, salt: .random(in: 0 ... .max), in: layout.wal, fileSystem: fileSystem)
                 } else {
                     if UInt64(result.validLength) < size {
                         try file.truncate(to: UInt64(result.validLength))  // the torn tail of an unacknowledged write
@@ -154,7 +169,7 @@ extension Store {
                 olderSegments[number] = size
             }
         }
-        let segment = try lastSegment ?? WriteAheadLog.createSegment(number: firstSegment, salt: .random(in: 0 ... .max), in: layout.wal)
+        let segment = try lastSegment ?? WriteAheadLog.createSegment(number: firstSegment, salt: .random(in: 0 ... .max), in: layout.wal, fileSystem: fileSystem)
         return Recovered(state: state, segment: segment, olderSegments: olderSegments, replayedRecords: replayed)
     }
 }

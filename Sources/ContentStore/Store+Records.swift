@@ -24,11 +24,16 @@ extension Store {
     /// outlive one call, such as a lazy iterator.
     public func makeSnapshot() throws -> Snapshot {
         try checkOpen()
-        let now = nowSeconds
-        return published.withLock { published in
-            // The pin is registered under the same lock, so collection sees it or sees the records it read.
-            let pin = snapshots.pin(at: min(now, published.horizon ?? now))
-            return Snapshot(records: published.records, store: self, pin: pin)
+        // Under the core lock, where commits take their time and apply: a commit that unreferences
+        // a blob this snapshot sees either applied before (and is pending in `horizon`, or published
+        // and so not seen) or takes its time after `now`. Either way collection spares the blob.
+        return core.withLock { _ in
+            let now = nowSeconds
+            return published.withLock { published in
+                // The pin is registered under the same lock, so collection sees it or sees the records it read.
+                let pin = snapshots.pin(at: min(now, published.horizon ?? now))
+                return Snapshot(records: published.records, store: self, pin: pin)
+            }
         }
     }
 
@@ -61,9 +66,10 @@ extension Store {
 
     /// Applies and logs a transaction's changes under the core lock.
     private func commit(_ changes: [LogRecord.Change]) throws -> (lsn: UInt64, records: SortedMap<String, Record>) {
-        let time = nowSeconds
         return try core.withLock { core in
             guard core.isOpen else { throw Store.closedError }
+            // Taken under the lock so commit times rise with LSNs (``Published/horizon`` relies on it).
+            let time = nowSeconds
             if let missing = core.state.firstMissingReference(in: changes) {
                 throw StoreError(
                     code: .missingBlob,

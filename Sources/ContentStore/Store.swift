@@ -18,8 +18,9 @@ public final class Store: Sendable {
     public let directory: URL
 
     let layout: Layout
-    let packs: PackStore
-    let wal: WriteAheadLog
+    let fileSystem: FileSystem
+    let packs: any BlobStorage
+    let wal: any RecordLog
     let snapshots = SnapshotRegistry()
     private let lockFile: Mutex<File?>
 
@@ -38,6 +39,8 @@ public final class Store: Sendable {
     /// Serializes checkpoints and collections with each other.
     let maintenance = Mutex<Void>(())
     let background: BackgroundWork
+    /// The latest time ``nowSeconds`` returned, so it never goes backward (see there).
+    private let clockFloor = Atomic<UInt32>(0)
 
     var logger: Logger { configuration.logger }
 
@@ -51,20 +54,22 @@ public final class Store: Sendable {
         self.configuration = configuration
         self.directory = directory.standardizedFileURL
         layout = Layout(root: self.directory.path)
+        fileSystem = FileSystem(io: configuration.fileIO)
         try Store.validate(configuration)
 
-        let (lock, recovered) = try Store.openDirectory(layout, configuration: configuration)
+        let (lock, recovered) = try Store.openDirectory(layout, fileSystem: fileSystem, configuration: configuration)
         lockFile = Mutex(lock)
         do {
-            packs = try PackStore(directory: layout.packs, sizeTarget: configuration.packSizeTarget)
+            packs = try PackStore(directory: layout.packs, sizeTarget: configuration.packSizeTarget, fileSystem: fileSystem)
             let packStore = packs
             wal = WriteAheadLog(
-                directory: layout.wal, segment: recovered.segment, olderSegments: recovered.olderSegments,
+                directory: layout.wal, fileSystem: fileSystem, segment: recovered.segment, olderSegments: recovered.olderSegments,
                 segmentSizeLimit: configuration.walSegmentSize, synchronizePacks: { try packStore.synchronize() })
             core = Mutex(Core(state: recovered.state))
             published = Mutex(Published(records: recovered.state.records))
             background = BackgroundWork()
         }
+        if let interval = configuration.maintenanceInterval { startPeriodicMaintenance(every: interval) }
         configuration.logger.debug("opened store", metadata: [
             "path": "\(layout.root)", "blobs": "\(recovered.state.blobs.count)",
             "records": "\(recovered.state.records.count)", "replayed": "\(recovered.replayedRecords)",
@@ -78,12 +83,16 @@ public final class Store: Sendable {
     /// Makes everything written durable, waits for background maintenance, and releases the store.
     /// Idempotent; every later call on this instance throws `closed`.
     public func close() throws {
+        // Background work finishes first, so a checkpoint in progress completes rather than fails.
+        background.stopAndWait()
         let wasOpen = core.withLock { core in
             defer { core.isOpen = false }
             return core.isOpen
         }
         guard wasOpen else { return }
-        background.stopAndWait()
+        // A collection, checkpoint or verify running on another thread sees `isOpen == false` at its
+        // next step and stops; wait for it, so nothing touches the files after the lock is released.
+        maintenance.withLock { _ in }
         defer {
             packs.close()
             lockFile.withLock { $0 = nil }
@@ -98,9 +107,12 @@ public final class Store: Sendable {
 
     static let closedError = StoreError(code: .closed, message: "the store is closed")
 
-    /// Seconds since the Unix epoch on the configured clock.
+    /// Seconds since the Unix epoch on the configured clock, never earlier than a value returned
+    /// before: grace periods and snapshot pins compare these times, and a wall clock stepped back
+    /// (NTP) must not make a later unreference look older than a snapshot taken before it.
     var nowSeconds: UInt32 {
-        UInt32(clamping: Int64(configuration.now().timeIntervalSince1970.rounded(.down)))
+        let reading = UInt32(clamping: Int64(configuration.now().timeIntervalSince1970.rounded(.down)))
+        return clockFloor.max(reading, ordering: .relaxed).newValue
     }
 
     private static func validate(_ configuration: Configuration) throws {
@@ -110,6 +122,9 @@ public final class Store: Sendable {
         guard configuration.garbageGracePeriod >= .zero else { throw StoreError.invalidArgument("the grace period is negative") }
         guard configuration.packSizeTarget >= 1 << 16, configuration.walSegmentSize >= 1 << 16 else {
             throw StoreError.invalidArgument("pack and WAL segment sizes must be at least 64 KiB")
+        }
+        if let interval = configuration.maintenanceInterval, interval <= .zero {
+            throw StoreError.invalidArgument("the maintenance interval must be positive")
         }
     }
 }

@@ -39,10 +39,10 @@ enum Checkpoint {
 
     // MARK: Writing
 
-    static func write(_ contents: Contents, directory: String) throws {
+    static func write(_ contents: Contents, directory: String, fileSystem: FileSystem) throws {
         let path = directory + "/" + fileName(contents.firstSegment)
         let temporary = path + ".tmp"
-        let file = try File.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC)
+        let file = try fileSystem.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC)
         var output = FrameWriter(file: file)
         try output.writeRaw(header(contents))
         let state = contents.state
@@ -74,8 +74,8 @@ enum Checkpoint {
         try drain(true)
         try output.finish()
         try file.synchronize()
-        try FileSystem.rename(temporary, to: path)
-        try FileSystem.synchronizeDirectory(directory)
+        try fileSystem.rename(temporary, to: path)
+        try fileSystem.synchronizeDirectory(directory)
     }
 
     private static func header(_ contents: Contents) -> [UInt8] {
@@ -128,12 +128,12 @@ enum Checkpoint {
 
     /// Loads a checkpoint file. Damage anywhere is `corrupted`, naming the file and the offset of the
     /// damaged header or frame.
-    static func load(path: String, limits: Store.Limits) throws -> Contents {
-        let bytes = try FileSystem.readFile(path)
+    static func load(path: String, limits: Store.Limits, fileSystem: FileSystem) throws -> Contents {
+        let bytes = try fileSystem.readFile(path)
         return try bytes.withUnsafeBytes { try decode($0, path: path, limits: limits) }
     }
 
-    /// Decodes checkpoint bytes (separate from ``load(path:limits:)`` so it can be fuzzed).
+    /// Decodes checkpoint bytes (separate from ``load(path:limits:fileSystem:)`` so it can be fuzzed).
     static func decode(_ bytes: UnsafeRawBufferPointer, path: String, limits: Store.Limits) throws -> Contents {
         guard bytes.count >= headerSize,
               bytes[0 ..< 8].elementsEqual(magic),

@@ -4,7 +4,8 @@ public struct GarbageCollectionOptions: Sendable, Hashable {
     public var gracePeriod: Duration?
     /// Report what would be removed and rewritten, and change nothing.
     public var dryRun: Bool = false
-    /// Rewrite packs whose dead fraction reaches this; nil uses the configuration's.
+    /// Rewrite packs whose dead fraction (of their entry bytes) reaches this, in (0, 1]; nil uses
+    /// the configuration's ``Store/Configuration/packRewriteThreshold``.
     public var packRewriteThreshold: Double?
 
     /// The defaults: the configuration's grace period, not a dry run.
@@ -29,6 +30,8 @@ public struct GarbageCollectionReport: Codable, Sendable, Hashable {
     public var packsRewritten: Int
     /// Pack files deleted (rewritten ones included).
     public var packsDeleted: Int
+    /// Packs due for a rewrite but kept because an entry in them is damaged (run `verify`).
+    public var packsSkipped: Int
     /// Bytes copied while rewriting packs.
     public var bytesCopied: UInt64
     /// Disk bytes returned: deleted packs' sizes less the bytes copied out of them.
@@ -44,6 +47,7 @@ public struct GarbageCollectionReport: Codable, Sendable, Hashable {
         logicalBytesFreed = 0
         packsRewritten = 0
         packsDeleted = 0
+        packsSkipped = 0
         bytesCopied = 0
         bytesReclaimed = 0
         self.dryRun = dryRun
@@ -53,7 +57,7 @@ public struct GarbageCollectionReport: Codable, Sendable, Hashable {
 
 extension GarbageCollectionReport {
     private enum CodingKeys: String, CodingKey {
-        case blobsRemoved, bytesFreed, logicalBytesFreed, packsRewritten, packsDeleted, bytesCopied, bytesReclaimed, dryRun, duration
+        case blobsRemoved, bytesFreed, logicalBytesFreed, packsRewritten, packsDeleted, packsSkipped, bytesCopied, bytesReclaimed, dryRun, duration
     }
 
     /// Encodes every member under its own name; `duration` as seconds.
@@ -64,6 +68,7 @@ extension GarbageCollectionReport {
         try container.encode(logicalBytesFreed, forKey: .logicalBytesFreed)
         try container.encode(packsRewritten, forKey: .packsRewritten)
         try container.encode(packsDeleted, forKey: .packsDeleted)
+        try container.encode(packsSkipped, forKey: .packsSkipped)
         try container.encode(bytesCopied, forKey: .bytesCopied)
         try container.encode(bytesReclaimed, forKey: .bytesReclaimed)
         try container.encode(dryRun, forKey: .dryRun)
@@ -78,6 +83,7 @@ extension GarbageCollectionReport {
         logicalBytesFreed = try container.decode(UInt64.self, forKey: .logicalBytesFreed)
         packsRewritten = try container.decode(Int.self, forKey: .packsRewritten)
         packsDeleted = try container.decode(Int.self, forKey: .packsDeleted)
+        packsSkipped = try container.decodeIfPresent(Int.self, forKey: .packsSkipped) ?? 0
         bytesCopied = try container.decode(UInt64.self, forKey: .bytesCopied)
         bytesReclaimed = try container.decode(UInt64.self, forKey: .bytesReclaimed)
         dryRun = try container.decode(Bool.self, forKey: .dryRun)

@@ -4,134 +4,320 @@ extension Store {
     /// Removes blobs that have been unreferenced for at least the grace period, then rewrites packs
     /// whose dead fraction passes the threshold and deletes packs with nothing live.
     ///
-    /// Safe while other threads put, read and write: the decision to remove a blob is made under the
-    /// lock that commits take, so a blob that is referenced or freshened by a put is never removed;
-    /// blobs that a live ``Snapshot`` may still read are spared. The index change that drops or moves
-    /// blobs is durable before any pack file is deleted. Work is proportional to the garbage: only
-    /// unreferenced blobs and the packs being rewritten are visited.
+    /// Safe while other threads put, read and write:
+    /// - the decision to remove a blob is made (again) under the lock that commits take, so a blob
+    ///   that a commit referenced or a put freshened since the candidates were listed is kept, and a
+    ///   later commit that references a removed blob fails with `missingBlob` instead of dangling;
+    /// - blobs that a live ``Snapshot`` may still read are spared;
+    /// - the index change that drops or moves blobs is durable in the WAL before any pack file is
+    ///   deleted, and a pack is judged only once every entry appended to it is in the index.
+    ///
+    /// A crash anywhere inside leaves a store that opens with nothing referenced lost; what was not
+    /// finished is garbage the next collection removes. Work is proportional to the garbage: only
+    /// unreferenced blobs, the list of packs and the packs being rewritten are visited, never the
+    /// whole index. Locks are held for short batches, never for the whole run.
+    ///
+    /// The grace period is measured in whole seconds of ``Configuration/now``: a blob is removed
+    /// once it has been unreferenced for at least the grace period (and at most a second more).
+    /// A grace period of zero removes every unreferenced blob no snapshot can see.
+    ///
+    /// - Throws: `invalidArgument` for a negative grace period or a rewrite threshold outside
+    ///   (0, 1]; `closed` if the store is closed meanwhile; I/O errors. A pack whose entries are
+    ///   damaged is left in place (and counted in ``GarbageCollectionReport/packsSkipped``).
     public func collectGarbage(_ options: GarbageCollectionOptions = .init()) throws -> GarbageCollectionReport {
+        try collectGarbage(options, progress: nil)
+    }
+
+    /// ``collectGarbage(_:)``, calling `progress` on the calling thread as the work advances.
+    public func collectGarbage(
+        _ options: GarbageCollectionOptions, progress: ((MaintenanceProgress) -> Void)?
+    ) throws -> GarbageCollectionReport {
         try checkOpen()
+        let grace = options.gracePeriod ?? configuration.garbageGracePeriod
+        guard grace >= .zero else { throw StoreError.invalidArgument("the grace period is negative") }
+        let threshold = options.packRewriteThreshold ?? configuration.packRewriteThreshold
+        guard threshold > 0, threshold <= 1 else {
+            throw StoreError.invalidArgument("the pack rewrite threshold \(threshold) is outside (0, 1]")
+        }
         let started = ContinuousClock.now
         var report = try maintenance.withLock { _ in
             var report = GarbageCollectionReport(dryRun: options.dryRun)
-            let grace = options.gracePeriod ?? configuration.garbageGracePeriod
-            guard grace >= .zero else { throw StoreError.invalidArgument("the grace period is negative") }
-            let dropped = try dropExpiredBlobs(grace: grace, dryRun: options.dryRun, report: &report)
-            try compactPacks(threshold: options.packRewriteThreshold ?? configuration.packRewriteThreshold,
-                             pretendingDropped: options.dryRun ? dropped : [:], dryRun: options.dryRun, report: &report)
+            let dropped = try dropExpiredBlobs(grace: grace, dryRun: options.dryRun, report: &report, progress: progress)
+            try compactPacks(threshold: threshold, pretendingDropped: options.dryRun ? dropped : [:], dryRun: options.dryRun,
+                             report: &report, progress: progress)
             return report
         }
         report.duration = ContinuousClock.now - started
-        logger.info("garbage collected", metadata: [
+        logger.info(options.dryRun ? "garbage collection dry run" : "garbage collected", metadata: [
             "blobs": "\(report.blobsRemoved)", "bytesFreed": "\(report.bytesFreed)",
             "packsRewritten": "\(report.packsRewritten)", "packsDeleted": "\(report.packsDeleted)",
-            "dryRun": "\(report.dryRun)", "duration": "\(report.duration)",
+            "bytesReclaimed": "\(report.bytesReclaimed)", "duration": "\(report.duration)",
         ])
         return report
     }
 
-    /// Phase 1: chooses expired unreferenced blobs and, unless a dry run, drops them durably.
-    private func dropExpiredBlobs(grace: Duration, dryRun: Bool, report: inout GarbageCollectionReport) throws -> [Digest: BlobEntry] {
-        let now = Int64(nowSeconds)
-        let graceSeconds = Int64(clamping: grace.components.seconds) + (grace.components.attoseconds > 0 ? 1 : 0)
-        let (chosen, lsn) = try core.withLock { core -> ([Digest: BlobEntry], UInt64?) in
+    /// Blobs are checked and dropped this many at a time, each batch under one short hold of the lock.
+    static let collectionBatchSize = 4096
+
+    /// Whether a blob unreferenced since `zeroSince` has been so for at least `grace` at `now`.
+    ///
+    /// Both times are whole seconds rounded down, so the true elapsed time exceeds
+    /// `now - zeroSince - 1`; requiring that to reach the grace period (rounded up) never removes a
+    /// blob early. A clock behind `zeroSince` (stepped back, or another machine) removes nothing.
+    static func hasExpired(zeroSince: UInt32, now: UInt32, grace: Duration) -> Bool {
+        if grace == .zero { return true }
+        let (seconds, attoseconds) = grace.components
+        let graceSeconds = seconds + (attoseconds > 0 ? 1 : 0)
+        return Int64(now) - Int64(zeroSince) - 1 >= graceSeconds
+    }
+
+    /// Phase 1: drops expired unreferenced blobs durably (unless a dry run). Returns the entry bytes
+    /// dropped (or, in a dry run, that would be) per pack.
+    private func dropExpiredBlobs(
+        grace: Duration, dryRun: Bool, report: inout GarbageCollectionReport, progress: ((MaintenanceProgress) -> Void)?
+    ) throws -> [UInt32: UInt64] {
+        // Copying the set shares its storage: walking it needs no lock. A commit or put that changes
+        // the set meanwhile copies it once under its own lock; the index itself is never copied.
+        let candidates = try core.withLock { core in
             guard core.isOpen else { throw Store.closedError }
-            let horizon = published.withLock { published in
-                [published.horizon, snapshots.oldest].compactMap { $0 }.min()
-            }
-            var chosen: [Digest: BlobEntry] = [:]
-            for digest in core.state.blobs.unreferenced {
-                guard let entry = core.state.blobs[digest] else { continue }
-                let expired = now - Int64(entry.zeroSince) >= graceSeconds
-                let unseen = horizon.map { entry.zeroSince < $0 } ?? true
-                if expired && unseen { chosen[digest] = entry }
-            }
-            guard !dryRun, !chosen.isEmpty else { return (chosen, nil) }
-            var lsn: UInt64 = 0
-            let digests = Array(chosen.keys)
-            for start in stride(from: 0, to: digests.count, by: 65536) {
-                lsn = try wal.append(.drop(time: UInt32(clamping: now), digests: Array(digests[start ..< min(start + 65536, digests.count)])))
-            }
-            do {
-                try core.state.drop(digests)
-            } catch {
-                throw StoreError(code: .corrupted, message: "collection could not drop blobs: \(error)")
-            }
-            return (chosen, lsn)
+            return core.state.blobs.unreferenced
         }
-        if let lsn { try wal.flush(upTo: lsn, synchronously: true) }
-        report.blobsRemoved = chosen.count
-        for entry in chosen.values {
-            report.bytesFreed += entry.entryLength
-            report.logicalBytesFreed += UInt64(entry.rawLength)
+        var droppedBytes: [UInt32: UInt64] = [:]
+        var lastLSN: UInt64?
+        var iterator = candidates.makeIterator()
+        var batch: [Digest] = []
+        batch.reserveCapacity(Store.collectionBatchSize)
+        var visited = 0
+        progress?(MaintenanceProgress(phase: .droppingBlobs, completed: 0, total: candidates.count))
+        while true {
+            batch.removeAll(keepingCapacity: true)
+            while batch.count < Store.collectionBatchSize, let digest = iterator.next() { batch.append(digest) }
+            guard !batch.isEmpty else { break }
+            let (chosen, lsn) = try core.withLock { core -> ([BlobEntry], UInt64?) in
+                guard core.isOpen else { throw Store.closedError }
+                // Decided under the lock commits and puts take: nothing can reference or freshen a blob
+                // between this check and its removal from the index.
+                let now = nowSeconds
+                let horizon = published.withLock { published in
+                    [published.horizon, snapshots.oldest].compactMap { $0 }.min()
+                }
+                var digests: [Digest] = []
+                var entries: [BlobEntry] = []
+                for digest in batch {
+                    guard let entry = core.state.blobs[digest], entry.refCount == 0,
+                          Store.hasExpired(zeroSince: entry.zeroSince, now: now, grace: grace),
+                          // A snapshot (or a reader of records not yet published) may still see it referenced.
+                          horizon.map({ entry.zeroSince < $0 }) ?? true
+                    else { continue }
+                    digests.append(digest)
+                    entries.append(entry)
+                }
+                guard !dryRun, !digests.isEmpty else { return (entries, nil) }
+                let lsn = try wal.append(.drop(time: now, digests: digests))
+                do {
+                    try core.state.drop(digests)
+                } catch {
+                    // Every digest was checked under this lock, so this is a bug; the log has the record already.
+                    throw StoreError(code: .corrupted, message: "collection could not drop blobs: \(error)")
+                }
+                return (entries, lsn)
+            }
+            if let lsn { lastLSN = lsn }
+            report.blobsRemoved += chosen.count
+            for entry in chosen {
+                report.bytesFreed += entry.entryLength
+                report.logicalBytesFreed += UInt64(entry.rawLength)
+                droppedBytes[entry.location.pack, default: 0] += entry.entryLength
+            }
+            visited += batch.count
+            progress?(MaintenanceProgress(phase: .droppingBlobs, completed: visited, total: candidates.count))
         }
-        return chosen
+        // The drops must be durable before phase 2 deletes a pack that held the dropped blobs.
+        if let lastLSN { try wal.flush(upTo: lastLSN, synchronously: true) }
+        return droppedBytes
     }
 
     /// Phase 2: deletes packs with nothing live and rewrites packs that are mostly dead.
-    private func compactPacks(threshold: Double, pretendingDropped: [Digest: BlobEntry], dryRun: Bool, report: inout GarbageCollectionReport) throws {
+    private func compactPacks(
+        threshold: Double, pretendingDropped: [UInt32: UInt64], dryRun: Bool, report: inout GarbageCollectionReport,
+        progress: ((MaintenanceProgress) -> Void)?
+    ) throws {
+        // Listed before the active pack is read: appends go only to the active pack and new packs get
+        // new ids, so a pack listed here and not active afterwards never receives another entry.
+        let listed = packs.packIDs
         let active = packs.activePackID
-        var liveBytes = core.withLock { $0.state.blobs.liveBytesByPack }
-        for entry in pretendingDropped.values {
-            liveBytes[entry.location.pack, default: 0] -= entry.entryLength
+        var removedAny = false
+        defer {
+            // Unlinks are made durable together; a crash before that only leaves packs the next run deletes.
+            if removedAny { try? fileSystem.synchronizeDirectory(layout.packs) }
         }
-        for pack in packs.packIDs where pack != active {
-            guard let size = packs.size(of: pack) else { continue }
-            let live = liveBytes[pack] ?? 0
-            let dead = size - min(size, live + UInt64(PackFormat.headerSize))
+        progress?(MaintenanceProgress(phase: .compactingPacks, completed: 0, total: listed.count))
+        for (index, pack) in listed.enumerated() {
+            defer { progress?(MaintenanceProgress(phase: .compactingPacks, completed: index + 1, total: listed.count)) }
+            try checkOpen()
+            // Entries still on their way into the index would look dead; judge the pack next time.
+            guard pack != active, !packs.hasUnsettledAppends(pack), let size = packs.size(of: pack), let file = packs.file(pack) else {
+                continue
+            }
+            let indexed = core.withLock { $0.state.blobs.liveBytesByPack[pack] ?? 0 }
+            let live = indexed - min(indexed, pretendingDropped[pack] ?? 0)
             if live == 0 {
                 report.packsDeleted += 1
                 report.bytesReclaimed += size
-                if !dryRun { try packs.remove(pack) }
-            } else if Double(dead) >= threshold * Double(size) {
+                if !dryRun {
+                    try packs.remove(pack)
+                    removedAny = true
+                }
+                continue
+            }
+            let header = UInt64(PackFormat.headerSize)
+            // Dead bytes are entry bytes no index entry points at; a sealed pack's trailing index is
+            // overhead, not garbage (counting it would rewrite packs of small blobs again and again).
+            // The file size bounds the entry bytes from above, so most packs are passed over unread.
+            guard Double(size - min(size, header + live)) >= threshold * Double(size - min(size, header)) else { continue }
+            let entriesEnd = try PackReader.sealedIndexOffset(of: file, size: size) ?? size
+            let entryBytes = entriesEnd - min(entriesEnd, header)
+            guard entryBytes > 0, Double(entryBytes - min(entryBytes, live)) >= threshold * Double(entryBytes) else { continue }
+            if dryRun {
                 report.packsRewritten += 1
                 report.packsDeleted += 1
                 report.bytesCopied += live
-                report.bytesReclaimed += size - live
-                if !dryRun { try rewrite(pack) }
+                report.bytesReclaimed += size - min(size, live)
+            } else if let copied = try rewrite(pack, file: file, entriesEnd: entriesEnd, report: &report) {
+                report.packsRewritten += 1
+                report.packsDeleted += 1
+                report.bytesReclaimed += size - min(size, copied)
+                removedAny = true
+            } else {
+                report.packsSkipped += 1
             }
         }
-        if !dryRun && report.packsDeleted > 0 { try FileSystem.synchronizeDirectory(packs.directory) }
     }
 
-    /// Copies a pack's live entries to the active pack, makes the move durable, deletes the pack.
-    private func rewrite(_ pack: UInt32) throws {
-        guard let file = packs.file(pack) else { return }
+    /// Copies a pack's live entries to the active pack, makes the move durable, then deletes the
+    /// pack. Returns the bytes copied, or nil when the pack was kept because it is damaged.
+    private func rewrite(_ pack: UInt32, file: File, entriesEnd: UInt64, report: inout GarbageCollectionReport) throws -> UInt64? {
+        var appendedTo: [UInt32] = []
+        // The copies are in no index until the move below; settle them only after it.
+        defer { for target in appendedTo { packs.settle(target) } }
         var placements: [LogRecord.BlobPlacement] = []
-        for (offset, header) in try PackReader.entries(of: file) {
-            let isLive = core.withLock { $0.state.blobs[header.digest]?.location == BlobLocation(pack: pack, offset: offset) }
-            guard isLive else { continue }
-            let bytes = try file.readExactly(Int(header.totalLength), at: offset)
-            let (headerBytes, payload) = (Array(bytes[..<PackFormat.entryHeaderSize]), Array(bytes[PackFormat.entryHeaderSize...]))
-            let intact = headerBytes.withUnsafeBytes { h in payload.withUnsafeBytes { PackFormat.checksumMatches(header: h, payload: $0) } }
-            guard intact else {
-                throw StoreError.corrupted("pack entry for blob \(header.digest) fails its checksum; not rewriting the pack", path: file.path, offset: offset)
+        var copied: UInt64 = 0
+        var scanner = PackEntryScanner(file: file, end: entriesEnd)
+        while true {
+            let (buffer, entries) = try scanner.next()
+            guard !entries.isEmpty else { break }
+            let live = try core.withLock { core in
+                guard core.isOpen else { throw Store.closedError }
+                return entries.filter { core.state.blobs[$0.header.digest]?.location == BlobLocation(pack: pack, offset: $0.offset) }
             }
-            let location = try payload.withUnsafeBytes {
-                try packs.append(header: headerBytes, payload: $0, indexEntry: PackFormat.IndexEntry(
-                    digest: header.digest, offset: 0, rawLength: header.rawLength, storedLength: header.storedLength))
+            for entry in live {
+                let location = try buffer.withUnsafeBytes { raw -> BlobLocation? in
+                    let bytes = UnsafeRawBufferPointer(rebasing: raw[entry.range])
+                    let header = UnsafeRawBufferPointer(rebasing: bytes[..<PackFormat.entryHeaderSize])
+                    let payload = UnsafeRawBufferPointer(rebasing: bytes[PackFormat.entryHeaderSize...])
+                    // Copying would spread damage and deleting would lose the blob: such a pack stays
+                    // for `verify` to report.
+                    guard PackFormat.checksumMatches(header: header, payload: payload) else { return nil }
+                    return try packs.append(header: Array(header), payload: payload, indexEntry: PackFormat.IndexEntry(
+                        digest: entry.header.digest, offset: 0, rawLength: entry.header.rawLength, storedLength: entry.header.storedLength))
+                }
+                guard let location else {
+                    logger.warning("pack entry fails its checksum; pack not rewritten", metadata: [
+                        "path": "\(file.path)", "offset": "\(entry.offset)", "digest": "\(entry.header.digest)",
+                    ])
+                    // The copies made so far are dead space in the active pack.
+                    report.bytesCopied += copied
+                    return nil
+                }
+                appendedTo.append(location.pack)
+                copied += entry.header.totalLength
+                placements.append(LogRecord.BlobPlacement(
+                    digest: entry.header.digest, location: location, compressed: entry.header.isCompressed,
+                    rawLength: entry.header.rawLength, storedLength: entry.header.storedLength, time: entry.header.time))
             }
-            placements.append(LogRecord.BlobPlacement(
-                digest: header.digest, location: location, compressed: header.isCompressed,
-                rawLength: header.rawLength, storedLength: header.storedLength, time: header.time))
         }
-        let lsn = try core.withLock { core -> UInt64? in
+        report.bytesCopied += copied
+        let (lsn, remaining) = try core.withLock { core -> (UInt64?, UInt64) in
             guard core.isOpen else { throw Store.closedError }
-            // Only blobs still held where they were read from move; others were dropped meanwhile.
-            let moving = placements.filter { placement in
-                guard let entry = core.state.blobs[placement.digest] else { return false }
-                return entry.location.pack == pack
-            }
-            guard !moving.isEmpty else { return nil }
-            var lsn: UInt64 = 0
+            // Only collection moves or drops blobs, and collections do not overlap, so every copied
+            // blob is still where it was read; the check keeps that an invariant rather than a hope.
+            let moving = placements.filter { core.state.blobs[$0.digest]?.location.pack == pack }
+            var lsn: UInt64?
             for start in stride(from: 0, to: moving.count, by: 65536) {
                 let batch = Array(moving[start ..< min(start + 65536, moving.count)])
                 lsn = try wal.append(.blobs(batch))
                 core.state.apply(batch)
             }
-            return lsn
+            return (lsn, core.state.blobs.liveBytesByPack[pack] ?? 0)
         }
+        // Rule 2: the moves (and, through the WAL's pack sync, the copies) are durable before the pack goes.
         if let lsn { try wal.flush(upTo: lsn, synchronously: true) }
+        guard remaining == 0 else {
+            // The walk stops at an entry header that does not parse, so blobs behind it were not copied.
+            logger.warning("pack holds live blobs its entries could not be walked to; pack not rewritten", metadata: [
+                "path": "\(file.path)", "liveBytes": "\(remaining)",
+            ])
+            return nil
+        }
         try packs.remove(pack)
+        return copied
+    }
+}
+
+/// Reads a pack's entries front to back in large chunks: a rewrite reads every entry, and a read
+/// per entry would cost a system call per blob. Stops at the end of the entries, or at the first
+/// header that does not parse (a torn tail, or damage, which the caller notices by what it missed).
+struct PackEntryScanner {
+    struct Entry {
+        var offset: UInt64
+        var header: PackFormat.EntryHeader
+        /// Where the entry (header and payload) sits in the buffer ``next()`` returned with it.
+        var range: Range<Int>
+    }
+
+    static let chunkSize = 4 << 20
+
+    let file: File
+    let end: UInt64
+    private var offset = UInt64(PackFormat.headerSize)
+    private var finished = false
+
+    init(file: File, end: UInt64) {
+        self.file = file
+        self.end = end
+    }
+
+    /// The next whole entries and the bytes holding them; no entries at the end.
+    mutating func next() throws -> (buffer: [UInt8], entries: [Entry]) {
+        guard !finished, offset + UInt64(PackFormat.entryHeaderSize) <= end else { return ([], []) }
+        var length = Int(min(UInt64(Self.chunkSize), end - offset))
+        while true {
+            let buffer = try file.readExactly(length, at: offset)
+            var entries: [Entry] = []
+            var position = 0
+            var needed: Int?
+            while position + PackFormat.entryHeaderSize <= buffer.count {
+                let parsed = try? buffer.withUnsafeBytes {
+                    try PackFormat.parseEntryHeader(UnsafeRawBufferPointer(rebasing: $0[position ..< position + PackFormat.entryHeaderSize]))
+                }
+                guard let header = parsed, offset + UInt64(position) + header.totalLength <= end else {
+                    finished = true
+                    break
+                }
+                guard position + Int(header.totalLength) <= buffer.count else {
+                    needed = Int(header.totalLength)
+                    break
+                }
+                entries.append(Entry(offset: offset + UInt64(position), header: header, range: position ..< position + Int(header.totalLength)))
+                position += Int(header.totalLength)
+            }
+            if entries.isEmpty, let needed, !finished {
+                length = needed  // one entry larger than a chunk: read it whole
+                continue
+            }
+            offset += UInt64(position)
+            if entries.isEmpty { finished = true }
+            return (buffer, entries)
+        }
     }
 }

@@ -4,62 +4,49 @@ import Glibc
 import Darwin
 #endif
 
-/// Directory-level system calls, each a thin wrapper naming its C call.
-enum FileSystem {
-    enum Kind { case missing, directory, other }
+/// Path-level operations over a ``FileIO``, with failures as ``StoreError``s naming the path.
+struct FileSystem: Sendable {
+    let io: any FileIO
 
-    /// `lstat(2)`, without following a final symlink (a symlink counts as `other`).
-    static func kind(of path: String) -> Kind {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return .missing }
-        return (info.st_mode & S_IFMT) == S_IFDIR ? .directory : .other
+    /// `open(2)` with `O_CLOEXEC | O_NOFOLLOW` added, so a symlink planted in the store is refused.
+    func open(_ path: String, flags: Int32, mode: mode_t = 0o600) throws -> File {
+        switch io.open(path, flags: flags | O_CLOEXEC | O_NOFOLLOW, mode: mode) {
+        case .success(let descriptor): return File(descriptor: descriptor, path: path, io: io)
+        case .failure(let error): throw StoreError.io("cannot open", path: path, cause: error)
+        }
     }
+
+    func kind(of path: String) -> FileKind { io.kind(of: path) }
 
     /// `mkdir(2)`; an existing directory is fine.
-    static func createDirectory(_ path: String, mode: mode_t = 0o700) throws {
-        if mkdir(path, mode) == 0 || (errno == EEXIST && kind(of: path) == .directory) { return }
-        throw StoreError.io("cannot create directory", path: path, cause: SystemError("mkdir", errno: errno))
+    func createDirectory(_ path: String, mode: mode_t = 0o700) throws {
+        try io.mkdir(path, mode: mode).mapError { StoreError.io("cannot create directory", path: path, cause: $0) }.get()
     }
 
-    /// `opendir(3)`/`readdir(3)`: the names in a directory, without `.` and `..`.
-    static func contents(of path: String) throws -> [String] {
-        guard let dir = opendir(path) else {
-            throw StoreError.io("cannot list directory", path: path, cause: SystemError("opendir", errno: errno))
-        }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafePointer(to: entry.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names
+    /// The names in a directory, without `.` and `..`.
+    func contents(of path: String) throws -> [String] {
+        try io.contents(ofDirectory: path).mapError { StoreError.io("cannot list directory", path: path, cause: $0) }.get()
     }
 
     /// `rename(2)`: atomically replaces `destination`. Durable only after ``synchronizeDirectory(_:)``.
-    static func rename(_ source: String, to destination: String) throws {
-        guard Glibc.rename(source, destination) == 0 else {
-            throw StoreError.io("cannot rename to \(destination)", path: source, cause: SystemError("rename", errno: errno))
-        }
+    func rename(_ source: String, to destination: String) throws {
+        try io.rename(source, to: destination).mapError { StoreError.io("cannot rename to \(destination)", path: source, cause: $0) }.get()
     }
 
     /// `unlink(2)`; a missing file is fine.
-    static func remove(_ path: String) throws {
-        guard unlink(path) == 0 || errno == ENOENT else {
-            throw StoreError.io("cannot remove", path: path, cause: SystemError("unlink", errno: errno))
-        }
+    func remove(_ path: String) throws {
+        try io.unlink(path).mapError { StoreError.io("cannot remove", path: path, cause: $0) }.get()
     }
 
-    /// `open(2)` of the directory and `fsync(2)`, so entries created, renamed or removed in it are durable.
-    static func synchronizeDirectory(_ path: String) throws {
-        try File.open(path, flags: O_RDONLY | O_DIRECTORY).synchronize()
+    /// `fsync(2)` of a directory, so entries created, renamed or removed in it are durable.
+    func synchronizeDirectory(_ path: String) throws {
+        try open(path, flags: O_RDONLY | O_DIRECTORY).synchronize()
     }
 
     /// Writes a small file atomically: temporary file, `fsync`, `rename`, `fsync` of the directory.
-    static func writeAtomically(_ bytes: [UInt8], to path: String, directory: String) throws {
+    func writeAtomically(_ bytes: [UInt8], to path: String, directory: String) throws {
         let temporary = path + ".tmp"
-        let file = try File.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC)
+        let file = try open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC)
         try file.write(bytes, at: 0)
         try file.synchronize()
         try rename(temporary, to: path)
@@ -67,8 +54,8 @@ enum FileSystem {
     }
 
     /// Reads a whole (small) file.
-    static func readFile(_ path: String) throws -> [UInt8] {
-        let file = try File.open(path, flags: O_RDONLY)
+    func readFile(_ path: String) throws -> [UInt8] {
+        let file = try open(path, flags: O_RDONLY)
         return try file.readExactly(Int(try file.size()), at: 0)
     }
 }

@@ -6,6 +6,9 @@ struct BlobIndex: Sendable {
     /// Blobs whose count is zero: the only candidates for collection.
     private(set) var unreferenced: Set<Digest> = []
     private(set) var logicalBytes: UInt64 = 0
+    /// Σ refCount × uncompressed size: the bytes the records reference, counting every reference
+    /// (over ``logicalBytes`` of the referenced blobs, the deduplication ratio).
+    private(set) var referencedLogicalBytes: UInt64 = 0
     /// Bytes of live entries (headers included) per pack, to find packs worth rewriting.
     private(set) var liveBytesByPack: [UInt32: UInt64] = [:]
 
@@ -56,6 +59,7 @@ struct BlobIndex: Sendable {
         let updated = Int(entry.refCount) + delta
         guard updated >= 0, updated <= Int(UInt32.max) else { return false }
         entry.refCount = UInt32(updated)
+        referencedLogicalBytes = UInt64(Int64(referencedLogicalBytes) + Int64(delta) * Int64(entry.rawLength))
         if updated == 0 {
             entry.zeroSince = time
             unreferenced.insert(digest)
@@ -74,11 +78,13 @@ struct BlobIndex: Sendable {
 
     private mutating func account(_ entry: BlobEntry) {
         logicalBytes += UInt64(entry.rawLength)
+        referencedLogicalBytes += UInt64(entry.refCount) * UInt64(entry.rawLength)
         liveBytesByPack[entry.location.pack, default: 0] += entry.entryLength
     }
 
     private mutating func unaccount(_ entry: BlobEntry) {
         logicalBytes -= UInt64(entry.rawLength)
+        referencedLogicalBytes -= UInt64(entry.refCount) * UInt64(entry.rawLength)
         let pack = entry.location.pack
         let remaining = liveBytesByPack[pack, default: 0] - entry.entryLength
         liveBytesByPack[pack] = remaining == 0 ? nil : remaining

@@ -17,6 +17,7 @@ import Synchronization
 /// store is reopened, which recovers from what the disk really holds.
 final class WriteAheadLog: Sendable {
     let directory: String
+    private let fileSystem: FileSystem
     private let segmentSizeLimit: UInt64
     private let synchronizePacks: @Sendable () throws -> Void
 
@@ -34,7 +35,7 @@ final class WriteAheadLog: Sendable {
         var writtenLSN: UInt64 = 0
         var durableLSN: UInt64 = 0
         var leaderActive = false
-        var waiters: [DispatchSemaphore] = []
+        var waiters: [Waiter] = []
         var failure: StoreError?
         var segment: Segment
         /// Sizes of the segments before the current one that are still on disk.
@@ -43,10 +44,17 @@ final class WriteAheadLog: Sendable {
 
     private let state: Mutex<State>
 
+    private struct Waiter {
+        var lsn: UInt64
+        var synchronously: Bool
+        var semaphore: DispatchSemaphore
+    }
+
     /// Continues `segment` (whose first `segment.size` bytes are intact and durable).
-    init(directory: String, segment: Segment, olderSegments: [UInt64: UInt64], segmentSizeLimit: UInt64,
+    init(directory: String, fileSystem: FileSystem, segment: Segment, olderSegments: [UInt64: UInt64], segmentSizeLimit: UInt64,
          synchronizePacks: @escaping @Sendable () throws -> Void) {
         self.directory = directory
+        self.fileSystem = fileSystem
         self.segmentSizeLimit = segmentSizeLimit
         self.synchronizePacks = synchronizePacks
         state = Mutex(State(segment: segment, completedSegments: olderSegments))
@@ -54,13 +62,13 @@ final class WriteAheadLog: Sendable {
 
     /// Creates segment `number` (header written and synced, directory synced). Segments created by one
     /// log share its salt, so records buffered before a rotation stay valid after it.
-    static func createSegment(number: UInt64, salt: UInt32, in directory: String) throws -> Segment {
+    static func createSegment(number: UInt64, salt: UInt32, in directory: String, fileSystem: FileSystem) throws -> Segment {
         let path = directory + "/" + WALFormat.fileName(number)
-        let file = try File.open(path, flags: O_RDWR | O_CREAT | O_TRUNC)
+        let file = try fileSystem.open(path, flags: O_RDWR | O_CREAT | O_TRUNC)
         let header = WALFormat.header(number: number, salt: salt)
         try file.write(header, at: 0)
         try file.synchronizeData()
-        try FileSystem.synchronizeDirectory(directory)
+        try fileSystem.synchronizeDirectory(directory)
         let size = UInt64(header.count)
         return Segment(number: number, file: file, salt: salt, size: size, durableSize: size)
     }
@@ -95,7 +103,7 @@ final class WriteAheadLog: Sendable {
                 if (synchronously ? state.durableLSN : state.writtenLSN) >= lsn { return .done }
                 if state.leaderActive {
                     let semaphore = DispatchSemaphore(value: 0)
-                    state.waiters.append(semaphore)
+                    state.waiters.append(Waiter(lsn: lsn, synchronously: synchronously, semaphore: semaphore))
                     return .wait(semaphore)
                 }
                 state.leaderActive = true
@@ -176,17 +184,25 @@ final class WriteAheadLog: Sendable {
         }
     }
 
+    /// Wakes the waiters this batch satisfied, and one more to lead the next batch. Waking everyone
+    /// would make all of them contend for the lock only for all but one to wait again.
     private func finishLeading(_ state: inout State) {
         state.leaderActive = false
-        for waiter in state.waiters { waiter.signal() }
-        state.waiters.removeAll()
+        var successorWoken = false
+        state.waiters.removeAll { waiter in
+            let satisfied = state.failure != nil || (waiter.synchronously ? state.durableLSN : state.writtenLSN) >= waiter.lsn
+            guard satisfied || !successorWoken else { return false }
+            successorWoken = successorWoken || !satisfied
+            waiter.semaphore.signal()
+            return true
+        }
     }
 
     /// Syncs the full segment (so only the last segment can ever hold a torn tail) and opens the next.
     private func startNextSegment(_ state: inout State) throws {
         try synchronizePacks()
         try state.segment.file.synchronizeData()
-        let next = try WriteAheadLog.createSegment(number: state.segment.number + 1, salt: state.segment.salt, in: directory)
+        let next = try WriteAheadLog.createSegment(number: state.segment.number + 1, salt: state.segment.salt, in: directory, fileSystem: fileSystem)
         state.completedSegments[state.segment.number] = state.segment.size
         state.segment = next
     }

@@ -18,6 +18,7 @@ struct BlobLocation: Hashable, Sendable {
 final class PackStore: Sendable {
     let directory: String
     private let sizeTarget: UInt64
+    private let fileSystem: FileSystem
 
     private struct Active {
         var id: UInt32
@@ -33,19 +34,22 @@ final class PackStore: Sendable {
         var nextID: UInt32 = 1
         var unsynced: [UInt32: File] = [:]
         var directoryNeedsSync = false
+        /// Appends per pack whose placement the caller has not yet put in the index (``settle(_:)``).
+        var unsettled: [UInt32: Int] = [:]
     }
 
     private let state: Mutex<State>
 
     /// Opens every pack in `directory` for reading. Opening lists the directory and stats each file;
     /// it reads no entries.
-    init(directory: String, sizeTarget: UInt64) throws {
+    init(directory: String, sizeTarget: UInt64, fileSystem: FileSystem) throws {
         self.directory = directory
         self.sizeTarget = sizeTarget
+        self.fileSystem = fileSystem
         var initial = State()
-        for name in try FileSystem.contents(of: directory) {
+        for name in try fileSystem.contents(of: directory) {
             guard let id = PackFormat.id(fromFileName: name) else { continue }
-            let file = try File.open(directory + "/" + name, flags: O_RDONLY)
+            let file = try fileSystem.open(directory + "/" + name, flags: O_RDONLY)
             initial.files[id] = file
             initial.sizes[id] = try file.size()
             initial.nextID = max(initial.nextID, id &+ 1)
@@ -66,6 +70,10 @@ final class PackStore: Sendable {
         try state.withLock { state in
             let length = UInt64(header.count + payload.count)
             var active = try activePack(&state, forAppending: length)
+            // Taken out of the state so `active.index` is uniquely referenced and grows in place;
+            // otherwise every append would copy the whole index.
+            state.active = nil
+            defer { state.active = active }
             try active.file.write(header, at: active.size)
             try active.file.write(payload, at: active.size + UInt64(header.count))
             let location = BlobLocation(pack: active.id, offset: active.size)
@@ -75,18 +83,25 @@ final class PackStore: Sendable {
             active.size += length
             state.sizes[active.id] = active.size
             state.unsynced[active.id] = active.file
-            state.active = active
+            state.unsettled[active.id, default: 0] += 1
             return location
         }
     }
 
-    /// Reads an entry's header and stored payload.
-    func readEntry(at location: BlobLocation, storedLength: UInt32) throws -> (header: [UInt8], payload: [UInt8]) {
-        guard let file = file(location.pack) else {
-            throw StoreError(code: .notFound, message: "pack \(PackFormat.fileName(location.pack)) is missing", path: path(of: location.pack))
+    /// Tells the store that an entry ``append(header:payload:indexEntry:)`` wrote is now in the
+    /// index (or was found redundant). Every append must be settled exactly once.
+    func settle(_ pack: UInt32) {
+        state.withLock { state in
+            let remaining = state.unsettled[pack, default: 1] - 1
+            state.unsettled[pack] = remaining > 0 ? remaining : nil
         }
-        let bytes = try file.readExactly(PackFormat.entryHeaderSize + Int(storedLength), at: location.offset)
-        return (Array(bytes[..<PackFormat.entryHeaderSize]), Array(bytes[PackFormat.entryHeaderSize...]))
+    }
+
+    /// Whether entries were appended to `pack` that the index may not know yet. Collection judges a
+    /// pack by the index only when this is false; appends go to the active pack only, so once a pack
+    /// is no longer active and this is false, it stays false.
+    func hasUnsettledAppends(_ pack: UInt32) -> Bool {
+        state.withLock { $0.unsettled[pack] != nil }
     }
 
     /// `fdatasync`s every pack written since the last call, then the directory if a pack was created.
@@ -97,7 +112,7 @@ final class PackStore: Sendable {
         }
         // A failure is not retried as if the data were safe: the WAL poisons the store (Docs/durability.md).
         for file in files { try file.synchronizeData() }
-        if directoryNeedsSync { try FileSystem.synchronizeDirectory(directory) }
+        if directoryNeedsSync { try fileSystem.synchronizeDirectory(directory) }
     }
 
     /// Seals the active pack (trailing index, sync), so the next append starts a new one.
@@ -116,7 +131,7 @@ final class PackStore: Sendable {
             state.sizes[pack] = nil
             state.unsynced[pack] = nil
         }
-        try FileSystem.remove(path(of: pack))
+        try fileSystem.remove(path(of: pack))
     }
 
     /// Drops every descriptor. Appends after this fail.
@@ -136,7 +151,7 @@ final class PackStore: Sendable {
         }
         let id = state.nextID
         let path = path(of: id)
-        let file = try File.open(path, flags: O_RDWR | O_CREAT | O_EXCL)
+        let file = try fileSystem.open(path, flags: O_RDWR | O_CREAT | O_EXCL)
         let created = UInt64(max(0, time(nil))) * 1000
         try file.write(PackFormat.header(id: id, createdMilliseconds: created), at: 0)
         state.nextID = id &+ 1

@@ -6,14 +6,18 @@ extension SortedMap {
     /// node owned by that map) references it. A node reachable from more than one map, snapshot or
     /// iterator is never mutated, only copied, so any node another thread can see is immutable.
     final class Node: @unchecked Sendable {
-        /// Fan-out measured in a release build with 1M random String keys (Int values), choosing
-        /// the largest number of keys per node before lookups got slower:
+        /// Chosen by measurement: release build, 1M random 29-byte String keys with Int values,
+        /// best of 3 runs on a shared 2-core VM (about ±20% noise), time per operation; the last
+        /// column snapshots the map, updates one entry, then drops the snapshot:
         ///
-        /// | maxKeys | insert 1M | lookup 1M | update beside a snapshot |
-        /// |---------|-----------|-----------|--------------------------|
-        /// |      15 |           |           |                          |
+        ///     maxKeys  height  insert  lookup  snapshot + update
+        ///          15       6  2.0 µs  2.4 µs  9.1 µs
+        ///          31       5  2.1 µs  2.3 µs  11.3 µs
+        ///          63       4  2.0 µs  1.9 µs  9.5 µs
+        ///         127       3  2.2 µs  2.3 µs  20.5 µs
         ///
-        /// Larger nodes make every path copy dearer, smaller ones make the tree deeper.
+        /// Inserts and lookups are bound by cache misses on the out-of-line String keys that
+        /// binary search touches, so fan-out barely moves them; a copied path gets dearer past 63.
         static var maxKeys: Int { 63 }
         /// Nodes other than the root never hold fewer keys, which keeps the tree's height
         /// logarithmic however many entries are removed.

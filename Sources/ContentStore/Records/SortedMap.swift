@@ -30,6 +30,7 @@ struct SortedMap<Key: Comparable & Sendable, Value: Sendable>: Sendable {
         makeRootUnique()
         let old = root.updateValue(value, forKey: key)
         if old == nil { count += 1 }
+        // Growing only at the root keeps every leaf at the same depth.
         if root.keys.count > Node.maxKeys {
             let (middleKey, middleValue, right) = root.split()
             root = Node(keys: [middleKey], values: [middleValue], children: [root, right])
@@ -44,6 +45,8 @@ struct SortedMap<Key: Comparable & Sendable, Value: Sendable>: Sendable {
         makeRootUnique()
         let removed = root.removeValue(forKey: key)
         count -= 1
+        // A merge can drain the root's last separator; its only child then becomes the root,
+        // which is how the tree loses height.
         if root.keys.isEmpty && !root.isLeaf {
             root = root.children[0]
         }
@@ -118,12 +121,18 @@ extension SortedMap: Sequence {
 }
 
 extension SortedMap where Key == String {
-    /// Keys that start with `prefix` (String.hasPrefix semantics), ascending. Starts at the first key >= prefix and stops at the first key that does not match.
+    /// Keys that start with `prefix` (`String.hasPrefix` semantics), ascending.
     func keys(withPrefix prefix: String) -> [String] {
+        guard !prefix.isEmpty else { return map(\.key) }
+        // Keys whose normalized scalars start with the prefix's lie in [prefix, prefix + U+10FFFF).
+        // Not every key there has the prefix character by character ("e\u{20DD}" does not start with
+        // "e"), and such a key can sit between two that do, so filter inside the range rather than
+        // stopping at the first key that fails.
+        let end = prefix + "\u{10FFFF}"
         var keys: [String] = []
         forEach(from: prefix) { key, _ in
-            guard key.hasPrefix(prefix) else { return false }
-            keys.append(key)
+            guard key < end else { return false }
+            if key.hasPrefix(prefix) { keys.append(key) }
             return true
         }
         return keys

@@ -1,0 +1,49 @@
+/// Where blob entries live. ``PackStore`` keeps them in local pack files; a later backend may keep
+/// packs in an object store. The store needs only these operations.
+protocol BlobStorage: AnyObject, Sendable {
+    /// Every pack, ascending.
+    var packIDs: [UInt32] { get }
+    /// The pack appends go to now; collection leaves it alone.
+    var activePackID: UInt32? { get }
+    /// Bytes of all packs.
+    var totalBytes: UInt64 { get }
+    func size(of pack: UInt32) -> UInt64?
+    /// A name for messages (a path for local packs).
+    func path(of pack: UInt32) -> String
+    /// Appends an entry; durable after ``synchronize()``. The caller settles it (``settle(_:)``) once
+    /// the index knows where it is.
+    func append(header: [UInt8], payload: UnsafeRawBufferPointer, indexEntry: PackFormat.IndexEntry) throws -> BlobLocation
+    /// Marks one append to `pack` as known to the index (or found redundant).
+    func settle(_ pack: UInt32)
+    /// Whether `pack` received appends the index may not know yet; collection leaves such a pack alone.
+    func hasUnsettledAppends(_ pack: UInt32) -> Bool
+    /// Random access to a pack's bytes; nil when the pack does not exist.
+    func file(_ pack: UInt32) -> File?
+    /// Makes every append so far durable.
+    func synchronize() throws
+    /// Deletes a pack whose live entries are gone or moved (durable once the caller syncs the directory).
+    func remove(_ pack: UInt32) throws
+    func close()
+}
+
+/// The record log: ordered, checksummed, durable on flush. ``WriteAheadLog`` keeps it in local
+/// segment files; a later backend may keep it in a database.
+protocol RecordLog: AnyObject, Sendable {
+    /// Buffers a record; returns the position to flush up to for it to be on disk.
+    func append(_ record: LogRecord) throws -> UInt64
+    /// The position after everything appended so far.
+    var appendedLSN: UInt64 { get }
+    /// Returns once everything up to `lsn` is written (and, when `synchronously`, durable).
+    func flush(upTo lsn: UInt64, synchronously: Bool) throws
+    /// Flushes durably and starts a new segment, returning its number: what a checkpoint covers ends here.
+    func rotate() throws -> UInt64
+    /// The segment being appended to.
+    var currentSegmentNumber: UInt64 { get }
+    /// Bytes not yet covered by a checkpoint.
+    var totalBytes: UInt64 { get }
+    /// Forgets segments a checkpoint made unnecessary.
+    func segmentsRemoved(before number: UInt64)
+}
+
+extension PackStore: BlobStorage {}
+extension WriteAheadLog: RecordLog {}

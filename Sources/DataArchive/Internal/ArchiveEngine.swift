@@ -1,0 +1,162 @@
+import ContentStore
+import Dispatch
+import Foundation
+import Synchronization
+
+/// A lane of the executors: one per key, plus one per lazy reader or `versions` stream.
+enum Lane: Hashable, Sendable {
+    case key(String)
+    case reader(UInt64)
+
+    private static let nextReader = Atomic<UInt64>(0)
+
+    /// A lane no other reader uses.
+    static func newReader() -> Lane {
+        .reader(nextReader.add(1, ordering: .relaxed).newValue)
+    }
+}
+
+/// What every ``DataArchive`` instance over one store shares: the store (opened here when
+/// the archive was created from a directory), and the two executors that give per-key ordering.
+///
+/// Operations run on `operations`: store work only (plus a `ValueConverter`'s `toData`), never a
+/// completion handler, so an operation never waits for user code. When one finishes, its
+/// completion handler is queued on `completions` in the same lane, so completions of one key run
+/// one at a time in call order, and a slow completion holds up only later completions of its key,
+/// not store work.
+final class ArchiveEngine: Sendable {
+    /// The store's directory, `<root>/data_archive`; results' URLs are built from it.
+    let directory: URL
+    let operations: LaneExecutor<Lane, OperationJob>
+    let completions: LaneExecutor<Lane, ClosureJob>
+
+    private enum Source {
+        /// Given by the caller; never closed here.
+        case given(Store)
+        /// Opened here (by `DataArchive.init`, then by each use until it opens); closed with the engine.
+        case owned(Store?)
+    }
+
+    private let source: Mutex<Source>
+    private let registryPath: String?
+
+    private init(directory: URL, source: Source, registryPath: String?) {
+        self.directory = directory
+        self.source = Mutex(source)
+        self.registryPath = registryPath
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let durability: Store.Durability
+        switch source {
+        case .given(let store): durability = store.configuration.durability
+        case .owned(let store): durability = store?.configuration.durability ?? Store.Configuration().durability
+        }
+        // With fsync, an operation mostly waits for its commit; more commits in flight share each
+        // group commit. Without it, operations are CPU work and more threads than cores only contend.
+        let width = durability == .full ? 16 : max(2, cores)
+        operations = LaneExecutor(label: "DataArchive.operations", width: width)
+        // Completion handlers are user code; workers start on demand, so short handlers use few.
+        completions = LaneExecutor(label: "DataArchive.completions", width: max(8, 2 * cores))
+    }
+
+    deinit {
+        let owned: Store? = source.withLock { source in
+            if case .owned(let store) = source { return store }
+            return nil
+        }
+        try? owned?.close()
+        if let registryPath { EngineRegistry.remove(registryPath) }
+    }
+
+    /// The store, opening it when this engine owns it and it is not open yet.
+    func store() throws -> Store {
+        try source.withLock { source in
+            switch source {
+            case .given(let store):
+                return store
+            case .owned(let store?):
+                return store
+            case .owned(nil):
+                try FileManager.default.createDirectory(at: directory.deletingLastPathComponent(), withIntermediateDirectories: true)
+                let store = try Store(at: directory)
+                source = .owned(store)
+                return store
+            }
+        }
+    }
+
+    private func isUsing(_ store: Store) -> Bool {
+        source.withLock { source in
+            switch source {
+            case .given(let given): return given === store
+            case .owned(let owned): return owned === store
+            }
+        }
+    }
+
+    /// The engine for the store directory `directory`, shared by every archive created for it in
+    /// this process (so two instances for one root share one store and one ordering).
+    static func shared(forDirectory directory: URL) -> ArchiveEngine {
+        let path = directory.standardizedFileURL.path
+        let engine = EngineRegistry.engine(forPath: path, accept: { _ in true }) {
+            ArchiveEngine(directory: directory.standardizedFileURL, source: .owned(nil), registryPath: path)
+        }
+        return engine!
+    }
+
+    /// The engine for `store`, shared by every archive created for the same store object.
+    static func shared(for store: Store) -> ArchiveEngine {
+        let path = store.directory.standardizedFileURL.path
+        let engine = EngineRegistry.engine(forPath: path, accept: { $0.isUsing(store) }) {
+            ArchiveEngine(directory: store.directory, source: .given(store), registryPath: path)
+        }
+        // Another store object for the same directory (one that was closed, say): not shared.
+        return engine ?? ArchiveEngine(directory: store.directory, source: .given(store), registryPath: nil)
+    }
+}
+
+/// The live engines by store directory, held weakly.
+///
+/// An engine being deallocated may still hold its store's lock while it closes it; a new engine for
+/// the same directory waits for that to finish instead of failing to open with `locked`.
+enum EngineRegistry {
+    private struct Slot {
+        weak var engine: ArchiveEngine?
+    }
+
+    private static let slots = Mutex<[String: Slot]>([:])
+
+    /// The live engine for `path` if `accept` takes it; a new engine from `make` if there is none;
+    /// nil if there is one that `accept` refuses.
+    static func engine(forPath path: String, accept: (ArchiveEngine) -> Bool, make: () -> ArchiveEngine) -> ArchiveEngine? {
+        enum Outcome {
+            case existing(ArchiveEngine)
+            case created(ArchiveEngine)
+            case closing
+        }
+        while true {
+            // The strong reference to an existing engine leaves the lock with the outcome: were it
+            // the last one and dropped inside, the engine's deinit would take this lock again.
+            let outcome: Outcome = slots.withLock { slots in
+                if let slot = slots[path] {
+                    guard let engine = slot.engine else { return .closing }
+                    return .existing(engine)
+                }
+                let engine = make()
+                slots[path] = Slot(engine: engine)
+                return .created(engine)
+            }
+            switch outcome {
+            case .existing(let engine): return accept(engine) ? engine : nil
+            case .created(let engine): return engine
+            case .closing: usleep(500)
+            }
+        }
+    }
+
+    /// Forgets `path` once its engine is gone.
+    static func remove(_ path: String) {
+        slots.withLock { slots in
+            if let slot = slots[path], slot.engine == nil { slots[path] = nil }
+        }
+    }
+}

@@ -1,0 +1,197 @@
+import Dispatch
+import Synchronization
+
+/// Runs jobs one at a time per *lane*, in the order they were submitted, with different lanes
+/// running in parallel on at most `width` threads.
+///
+/// Each lane with work is a FIFO of jobs. A lane is either idle (absent), waiting in the ready
+/// queue, or running on exactly one worker. A worker takes the lane at the head of the ready
+/// queue, runs a batch of its first jobs in order, and puts the lane back at the tail if it has
+/// more, so lanes share the workers round-robin and one busy lane cannot starve the others. Workers are `width` serial
+/// dispatch queues (each gets its own thread while it has work), so the thread count is bounded
+/// and a worker blocked in `fsync` does not depend on the global pool growing.
+///
+/// Every job gets a ticket in submission order; ``waitUntilFinished(through:)`` blocks until every
+/// job with a ticket up to a given one has run. Jobs never wait for other jobs, so waiting from any
+/// thread except a worker cannot deadlock.
+///
+/// A batch is handed to `Job.run` as a whole, so a job type can coalesce consecutive jobs of a lane
+/// (``OperationJob`` commits consecutive mutations of one key together).
+final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
+    private struct Entry {
+        var ticket: UInt64
+        var job: Job
+    }
+
+    private struct Waiter {
+        /// Waits for every job with a ticket up to this one.
+        var ticket: UInt64
+        /// How many of those have not finished yet.
+        var remaining: Int
+        var semaphore: DispatchSemaphore
+    }
+
+    private struct State {
+        var lanes: [Lane: FIFO<Entry>] = [:]
+        var ready = FIFO<Lane>()
+        var idleWorkers: [Int]
+        /// Workers started and not yet idle again.
+        var active = 0
+        /// Active workers running a batch (the others are between batches and will look at `ready`).
+        var busy = 0
+        var lastTicket: UInt64 = 0
+        var unfinished: Set<UInt64> = []
+        var waiters: [Waiter] = []
+
+        /// Marks a job finished and releases the waiters it was the last one for.
+        mutating func finish(_ ticket: UInt64) {
+            unfinished.remove(ticket)
+            guard !waiters.isEmpty else { return }
+            var released = false
+            for index in waiters.indices where ticket <= waiters[index].ticket {
+                waiters[index].remaining -= 1
+                if waiters[index].remaining == 0 {
+                    waiters[index].semaphore.signal()
+                    released = true
+                }
+            }
+            if released { waiters.removeAll { $0.remaining == 0 } }
+        }
+    }
+
+    private let workers: [DispatchQueue]
+    private let state: Mutex<State>
+    private let identity: Int
+
+    init(label: String, width: Int) {
+        precondition(width > 0)
+        let identity = nextExecutorIdentity.add(1, ordering: .relaxed).newValue
+        self.identity = identity
+        workers = (0 ..< width).map { index in
+            let queue = DispatchQueue(label: "\(label).\(index)")
+            queue.setSpecific(key: workerSpecificKey, value: identity)
+            return queue
+        }
+        state = Mutex(State(idleWorkers: Array((0 ..< width).reversed())))
+    }
+
+    /// Whether the calling thread is running one of this executor's jobs.
+    var isCurrentThreadWorker: Bool {
+        DispatchQueue.getSpecific(key: workerSpecificKey) == identity
+    }
+
+    /// The ticket of the most recently submitted job (0 before the first).
+    var lastTicket: UInt64 { state.withLock { $0.lastTicket } }
+
+    /// Queues `job` on `lane`; it runs after every job submitted to `lane` before it.
+    /// Returns the job's ticket.
+    @discardableResult
+    func submit(_ lane: Lane, _ job: Job) -> UInt64 {
+        let (ticket, worker) = state.withLock { state -> (UInt64, Int?) in
+            state.lastTicket += 1
+            let ticket = state.lastTicket
+            state.unfinished.insert(ticket)
+            let entry = Entry(ticket: ticket, job: job)
+            if state.lanes[lane] != nil {
+                state.lanes[lane]!.append(entry)
+                return (ticket, nil)
+            }
+            var jobs = FIFO<Entry>()
+            jobs.append(entry)
+            state.lanes[lane] = jobs
+            state.ready.append(lane)
+            // Wake another worker only if the ones between batches cannot take every ready lane:
+            // short jobs then run on few threads (little lock contention), while jobs that block
+            // (fsync, a slow converter) make the others busy and so bring in more, up to the width.
+            guard state.ready.count > state.active - state.busy, let worker = state.idleWorkers.popLast() else {
+                return (ticket, nil)
+            }
+            state.active += 1
+            return (ticket, worker)
+        }
+        if let worker { start(worker) }
+        return ticket
+    }
+
+    private func start(_ worker: Int) {
+        workers[worker].async { self.work(worker) }
+    }
+
+    /// Runs lanes until none is ready. Each turn takes up to `batchLimit` queued jobs of one lane
+    /// and runs them in order; the bookkeeping for a finished batch and the choice of the next one
+    /// share one critical section, so the lock is taken once per batch, not twice per job.
+    private func work(_ worker: Int) {
+        var finished: (lane: Lane, batch: [Entry])?
+        while true {
+            let next = state.withLock { state -> (Lane, [Entry])? in
+                if let (lane, batch) = finished {
+                    state.busy -= 1
+                    for entry in batch { state.finish(entry.ticket) }
+                    if state.lanes[lane]!.isEmpty {
+                        state.lanes[lane] = nil
+                    } else {
+                        state.ready.append(lane)
+                    }
+                }
+                guard let lane = state.ready.popFirst() else {
+                    state.active -= 1
+                    state.idleWorkers.append(worker)
+                    return nil
+                }
+                state.busy += 1
+                // A lane is in the ready queue only while it has jobs and none of them is running.
+                var batch: [Entry] = []
+                while batch.count < LaneExecutor.batchLimit, let entry = state.lanes[lane]!.popFirst() {
+                    batch.append(entry)
+                }
+                return (lane, batch)
+            }
+            guard let (lane, batch) = next else { return }
+            Job.run(batch.map(\.job))
+            finished = (lane, batch)
+        }
+    }
+
+    /// Most jobs of one lane run per turn before other lanes get theirs.
+    private static var batchLimit: Int { 32 }
+
+    /// Blocks until every job with a ticket up to `ticket` has run. Returns at once when called on
+    /// one of this executor's workers (waiting there could wait for the caller itself).
+    func waitUntilFinished(through ticket: UInt64) {
+        guard !isCurrentThreadWorker else { return }
+        let semaphore = DispatchSemaphore(value: 0)
+        let mustWait = state.withLock { state in
+            let remaining = state.unfinished.count { $0 <= ticket }
+            guard remaining > 0 else { return false }
+            state.waiters.append(Waiter(ticket: ticket, remaining: remaining, semaphore: semaphore))
+            return true
+        }
+        if mustWait { semaphore.wait() }
+    }
+}
+
+/// Work a ``LaneExecutor`` runs.
+protocol LaneJob: Sendable {
+    /// Runs consecutive jobs of one lane, in order.
+    static func run(_ batch: [Self])
+}
+
+/// A job that is just a closure.
+struct ClosureJob: LaneJob {
+    let body: @Sendable () -> Void
+
+    static func run(_ batch: [ClosureJob]) {
+        for job in batch { job.body() }
+    }
+}
+
+extension LaneExecutor where Job == ClosureJob {
+    /// Queues `body` on `lane`; it runs after every job submitted to `lane` before it.
+    @discardableResult
+    func submit(_ lane: Lane, _ body: @escaping @Sendable () -> Void) -> UInt64 {
+        submit(lane, ClosureJob(body: body))
+    }
+}
+
+private let nextExecutorIdentity = Atomic<Int>(0)
+private let workerSpecificKey = DispatchSpecificKey<Int>()

@@ -1,0 +1,58 @@
+import ContentStore
+import Foundation
+import Synchronization
+
+/// The stores opened by ``ProjectStorage/init(baseURL:bundleID:)``, shared within the process.
+///
+/// A store is locked against other opens (an OS file lock, per open file), so two storages with
+/// the same base URL in one process must share one `Store`: the first opens it, the last to go
+/// closes it. Opening and closing happen under one lock, so a store being closed is never
+/// confused with a new open of the same directory.
+enum SharedStores {
+    private struct Entry {
+        let store: Store
+        var users: Int
+    }
+
+    private static let table = Mutex<[String: Entry]>([:])
+
+    /// A use of a shared store; the store is closed when the last lease goes away.
+    final class Lease: Sendable {
+        let store: Store
+        private let path: String
+
+        fileprivate init(store: Store, path: String) {
+            self.store = store
+            self.path = path
+        }
+
+        deinit { SharedStores.release(path) }
+    }
+
+    static func acquire(directory: URL) throws -> Lease {
+        let path = directory.standardizedFileURL.resolvingSymlinksInPath().path
+        return try table.withLock { table in
+            if var entry = table[path] {
+                entry.users += 1
+                table[path] = entry
+                return Lease(store: entry.store, path: path)
+            }
+            let store = try Store(at: URL(fileURLWithPath: path, isDirectory: true))
+            table[path] = Entry(store: store, users: 1)
+            return Lease(store: store, path: path)
+        }
+    }
+
+    private static func release(_ path: String) {
+        table.withLock { table in
+            guard var entry = table[path] else { return }
+            entry.users -= 1
+            if entry.users > 0 {
+                table[path] = entry
+            } else {
+                table[path] = nil
+                try? entry.store.close()
+            }
+        }
+    }
+}

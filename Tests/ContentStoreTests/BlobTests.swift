@@ -1,0 +1,138 @@
+import Foundation
+import Testing
+@testable import ContentStore
+
+@Suite struct BlobTests {
+    enum Content: String, CaseIterable, Sendable {
+        case empty, oneByte, randomMiB, compressible10MiB
+        func data() -> Data {
+            var random = SeededRandom(seed: 42)
+            switch self {
+            case .empty: return Data()
+            case .oneByte: return Data([0x5A])
+            case .randomMiB: return random.bytes(1 << 20)
+            case .compressible10MiB: return random.compressibleBytes(10 << 20)
+            }
+        }
+    }
+
+    @Test(arguments: Content.allCases)
+    func roundTrip(content: Content) throws {
+        let dir = TemporaryDirectory()
+        let data = content.data()
+        let store = try Store(at: dir.store, configuration: .testing())
+        let digest = try store.put(data)
+        #expect(digest == Digest.sha256(data))
+        #expect(try store.get(digest) == data)
+        #expect(store.contains(digest))
+        try store.close()
+        let reopened = try Store(at: dir.store, configuration: .testing())
+        let read = try reopened.get(digest)
+        #expect(read == data)
+        #expect(read.startIndex == 0)
+        #expect(reopened.info(for: digest)?.size == data.count)
+    }
+
+    @Test func sameBytesAreStoredOnce() throws {
+        let dir = TemporaryDirectory()
+        let store = try Store(at: dir.store, configuration: .testing())
+        var random = SeededRandom(seed: 7)
+        let data = random.bytes(256 * 1024)
+        let first = try store.put(data)
+        let before = try store.statistics()
+        let second = try store.put(data)
+        let after = try store.statistics()
+        #expect(first == second)
+        #expect(after.blobCount == 1)
+        #expect(after.storedBytes == before.storedBytes)
+        #expect(after.logicalBytes == UInt64(data.count))
+    }
+
+    @Test func compressibleBlobsAreCompressedAndRandomOnesStoredRaw() throws {
+        let dir = TemporaryDirectory()
+        let store = try Store(at: dir.store, configuration: .testing())
+        var random = SeededRandom(seed: 9)
+        let text = try store.put(random.compressibleBytes(1 << 20))
+        let noise = try store.put(random.bytes(1 << 20))
+        let textInfo = try #require(store.info(for: text))
+        let noiseInfo = try #require(store.info(for: noise))
+        #expect(textInfo.storedSize < textInfo.size / 2)
+        #expect(noiseInfo.storedSize == noiseInfo.size + PackFormat.entryHeaderSize)
+    }
+
+    @Test func unknownDigestIsNotFound() throws {
+        let dir = TemporaryDirectory()
+        let store = try Store(at: dir.store, configuration: .testing())
+        #expect(throws: StoreError.code(.notFound)) { try store.get(Digest.sha256(Data("absent".utf8))) }
+        #expect(!store.contains(Digest.sha256(Data("absent".utf8))))
+        #expect(store.refCount(of: Digest.sha256(Data("absent".utf8))) == 0)
+        #expect(store.info(for: Digest.sha256(Data("absent".utf8))) == nil)
+    }
+
+    @Test(arguments: [true, false])
+    func damagedPackEntryIsCorruptedNeverWrongBytes(verifiesReads: Bool) throws {
+        let dir = TemporaryDirectory()
+        var configuration = Store.Configuration.testing()
+        configuration.verifiesReads = verifiesReads
+        var random = SeededRandom(seed: 11)
+        let blobs = (0 ..< 3).map { _ in random.compressibleBytes(50_000) }
+        let digests: [Digest]
+        do {
+            let store = try Store(at: dir.store, configuration: configuration)
+            digests = try blobs.map { try store.put($0) }
+            try store.close()
+        }
+        let pack = try #require(try files(in: dir.store.appendingPathComponent("packs"), withExtension: "pack").first)
+        let store = try Store(at: dir.store, configuration: configuration)
+        let entry = try #require(store.core.withLock { $0.state.blobs[digests[1]] })
+        try store.close()
+        // One bit in the middle of the second blob's payload.
+        try flipBit(in: pack, at: Int(entry.location.offset) + PackFormat.entryHeaderSize + Int(entry.storedLength) / 2, bit: 3)
+        let damaged = try Store(at: dir.store, configuration: configuration)
+        #expect(try damaged.get(digests[0]) == blobs[0])
+        #expect(try damaged.get(digests[2]) == blobs[2])
+        let error = try #require(throws: StoreError.self) { try damaged.get(digests[1]) }
+        #expect(error.code == .corrupted)
+        #expect(error.path == pack.path)
+        #expect(error.offset == entry.location.offset)
+        let report = try damaged.verify(.init(readData: true))
+        #expect(report.problems.map(\.digest) == [digests[1]])
+    }
+
+    @Test func fileImportAndExport() throws {
+        let dir = TemporaryDirectory()
+        let store = try Store(at: dir.store, configuration: .testing())
+        var random = SeededRandom(seed: 5)
+        let data = random.bytes(300_000)
+        let source = dir.url.appendingPathComponent("source.bin")
+        try data.write(to: source)
+        let digest = try store.put(contentsOf: source)
+        #expect(digest == Digest.sha256(data))
+        let target = dir.url.appendingPathComponent("out.bin")
+        try store.export(digest, to: target)
+        #expect(try Data(contentsOf: target) == data)
+        #expect(throws: StoreError.code(.io)) { try store.put(contentsOf: dir.url.appendingPathComponent("missing")) }
+    }
+
+    @Test func packsRollOverAtTheSizeTarget() throws {
+        let dir = TemporaryDirectory()
+        var configuration = Store.Configuration.testing()
+        configuration.packSizeTarget = 1 << 16
+        let store = try Store(at: dir.store, configuration: configuration)
+        var random = SeededRandom(seed: 3)
+        let blobs = (0 ..< 20).map { _ in random.bytes(10_000) }
+        let digests = try blobs.map { try store.put($0) }
+        #expect(try store.statistics().packCount >= 3)
+        try store.close()
+        let reopened = try Store(at: dir.store, configuration: configuration)
+        for (digest, blob) in zip(digests, blobs) { #expect(try reopened.get(digest) == blob) }
+        // Sealed packs carry their own index, matching the entries.
+        let packFiles = try files(in: dir.store.appendingPathComponent("packs"), withExtension: "pack")
+        let sealed = try FileSystem(io: SystemFileIO()).open(packFiles[0].path, flags: 0)
+        let indexOffset = try #require(try PackReader.sealedIndexOffset(of: sealed, size: try sealed.size()))
+        let entries = try PackReader.entries(of: sealed)
+        #expect(!entries.isEmpty)
+        #expect(entries.last.map { $0.offset + $0.header.totalLength } == indexOffset)
+        #expect(try reopened.verify(.init(readData: true)).isClean)
+    }
+}

@@ -1,0 +1,79 @@
+import Foundation
+import Testing
+@testable import ContentStore
+
+/// Known-answer vectors for the on-disk format, computed independently (a Python script implementing
+/// Docs/on-disk-format.md). A change here is a format change: bump the version and migrate.
+@Suite struct FormatTests {
+    static let hello = Digest.sha256(Data("hello".utf8))
+
+    func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+
+    @Test func formatFile() {
+        #expect(hex(FormatFile.encoded()) == "4353544f524500000100000000000000645ceae1")
+    }
+
+    @Test func packEntryHeader() {
+        let header = Array("hello".utf8).withUnsafeBytes {
+            PackFormat.entryHeader(digest: Self.hello, compressed: false, rawLength: 5, payload: $0, time: 1_800_000_000)
+        }
+        #expect(hex(header) == "43534245000000002cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824050000000500000000d2496b5cce7d42")
+        let parsed = try? header.withUnsafeBytes { try PackFormat.parseEntryHeader($0) }
+        #expect(parsed == PackFormat.EntryHeader(flags: 0, digest: Self.hello, rawLength: 5, storedLength: 5, time: 1_800_000_000, checksum: 0x427D_CE5C))
+    }
+
+    @Test func walSegmentHeaderAndCommitFrame() throws {
+        #expect(hex(WALFormat.header(number: 1, salt: 0x0102_0304)) == "435357414c534547010000000403020101000000000000000000000071805207")
+        let commit = LogRecord.commit(.init(sequence: 1, time: 1_800_000_000, changes: [
+            .init(key: "k", record: Record(value: Data("v".utf8), references: [Self.hello])),
+        ]))
+        var frame: [UInt8] = []
+        WALFormat.appendFrame(kind: commit.kind.rawValue, payload: commit.encoded(), salt: 0x0102_0304, to: &frame)
+        #expect(hex(frame) == "3f000000c5f3cc7301010000000000000000d2496b0100000001010000006b0100000076010000002cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824")
+        let decoded = try frame.withUnsafeBytes { raw in
+            let parsed = try #require(WALFormat.frame(in: raw, at: 0, salt: 0x0102_0304, maximumPayload: 1024))
+            return try LogRecord.decode(kind: parsed.kind, payload: parsed.payload, limits: .init())
+        }
+        #expect(decoded == commit)
+        // Another segment's salt does not validate the frame.
+        #expect(frame.withUnsafeBytes { WALFormat.frame(in: $0, at: 0, salt: 0x0102_0305, maximumPayload: 1024) } == nil)
+    }
+
+    @Test(arguments: [
+        LogRecord.blobs([.init(digest: hello, location: .init(pack: 3, offset: 4096), compressed: true, rawLength: 10, storedLength: 7, time: 99)]),
+        LogRecord.drop(time: 5, digests: [hello, Digest.sha256(Data())]),
+        LogRecord.commit(.init(sequence: 9, time: 1, changes: [.init(key: "gone", record: nil), .init(key: "é", record: Record())])),
+    ])
+    func logRecordsRoundTrip(record: LogRecord) throws {
+        let payload = record.encoded()
+        #expect(try payload.withUnsafeBytes { try LogRecord.decode(kind: record.kind.rawValue, payload: $0, limits: .init()) } == record)
+        // Every strict prefix is refused, never misread.
+        for cut in 0 ..< payload.count {
+            #expect(throws: LogRecord.Malformed.self) {
+                try Array(payload[..<cut]).withUnsafeBytes { try LogRecord.decode(kind: record.kind.rawValue, payload: $0, limits: .init()) }
+            }
+        }
+    }
+
+    @Test func hugeCountsAreRefusedBeforeAllocating() {
+        var writer = ByteWriter()
+        writer.append(UInt32.max)  // a drop record claiming 4 billion digests
+        #expect(throws: LogRecord.Malformed.self) {
+            try ([0, 0, 0, 0] + writer.bytes).withUnsafeBytes { try LogRecord.decode(kind: 3, payload: $0, limits: .init()) }
+        }
+    }
+
+    @Test func checkpointRoundTrip() throws {
+        let dir = TemporaryDirectory()
+        var state = StoreState()
+        state.apply([.init(digest: Self.hello, location: .init(pack: 1, offset: 32), compressed: false, rawLength: 5, storedLength: 5, time: 7)])
+        try state.apply(LogRecord.Commit(sequence: 1, time: 8, changes: [.init(key: "k", record: Record(value: Data("v".utf8), references: [Self.hello]))]))
+        try Checkpoint.write(.init(firstSegment: 3, state: state), directory: dir.url.path, fileSystem: FileSystem(io: SystemFileIO()))
+        let loaded = try Checkpoint.load(path: dir.url.appendingPathComponent(Checkpoint.fileName(3)).path, limits: .init(), fileSystem: FileSystem(io: SystemFileIO()))
+        #expect(loaded.firstSegment == 3)
+        #expect(loaded.state.commitSequence == 1)
+        #expect(loaded.state.blobs[Self.hello] == state.blobs[Self.hello])
+        #expect(loaded.state.records.map(\.key) == ["k"])
+        #expect(loaded.state.records["k"] == state.records["k"])
+    }
+}

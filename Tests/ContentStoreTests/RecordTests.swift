@@ -1,0 +1,132 @@
+import Foundation
+import Testing
+@testable import ContentStore
+
+@Suite struct RecordTests {
+    @Test func transactionSeesItsOwnWritesAndCommitsAtomically() throws {
+        let dir = TemporaryDirectory()
+        let store = try Store(at: dir.store, configuration: .testing())
+        let a = try store.put(Data("a".utf8))
+        let b = try store.put(Data("b".utf8))
+        try store.write { tx in
+            try tx.setRecord(Record(value: Data("1".utf8), references: [a, a, b]), forKey: "k/1")
+            try tx.setRecord(Record(value: Data("2".utf8)), forKey: "k/2")
+            #expect(try tx.record(forKey: "k/1")?.references == [a, a, b])
+            #expect(try tx.keys(withPrefix: "k/") == ["k/1", "k/2"])
+            try tx.removeRecord(forKey: "k/2")
+            #expect(try tx.keys(withPrefix: "k/") == ["k/1"])
+            #expect(try store.record(forKey: "k/1") == nil)  // not visible before commit
+        }
+        #expect(store.refCount(of: a) == 2)
+        #expect(store.refCount(of: b) == 1)
+        #expect(try store.keys(withPrefix: "k/") == ["k/1"])
+        try store.write { tx in try tx.setRecord(Record(references: [b]), forKey: "k/1") }
+        #expect(store.refCount(of: a) == 0)
+        #expect(store.refCount(of: b) == 1)
+        try store.write { tx in try tx.removeRecord(forKey: "k/1") }
+        #expect(store.refCount(of: b) == 0)
+        #expect(try store.record(forKey: "k/1") == nil)
+    }
+
+    struct Abort: Error {}
+
+    @Test func aThrownErrorCommitsNothing() throws {
+        let dir = TemporaryDirectory()
+        let store = try Store(at: dir.store, configuration: .testing())
+        let a = try store.put(Data("a".utf8))
+        #expect(throws: Abort.self) {
+            try store.write { tx in
+                try tx.setRecord(Record(references: [a]), forKey: "x")
+                throw Abort()
+            }
+        }
+        #expect(try store.record(forKey: "x") == nil)
+        #expect(store.refCount(of: a) == 0)
+    }
+
+    @Test func missingBlobRefusesTheWholeTransaction() throws {
+        let dir = TemporaryDirectory()
+        let store = try Store(at: dir.store, configuration: .testing())
+        let a = try store.put(Data("a".utf8))
+        let unknown = Digest.sha256(Data("never put".utf8))
+        let error = try #require(throws: StoreError.self) {
+            try store.write { tx in
+                try tx.setRecord(Record(references: [a]), forKey: "ok")
+                try tx.setRecord(Record(references: [unknown]), forKey: "bad")
+            }
+        }
+        #expect(error.code == .missingBlob)
+        #expect(error.message.contains(unknown.hex))
+        #expect(error.message.contains("bad"))
+        #expect(try store.record(forKey: "ok") == nil)
+        #expect(store.refCount(of: a) == 0)
+    }
+
+    @Test func keysAreSortedAndFilteredByPrefix() throws {
+        let dir = TemporaryDirectory()
+        let store = try Store(at: dir.store, configuration: .testing())
+        let keys = ["b/2", "a/1", "b/10", "b/1", "c", "ä", "b", "🙂/x"]
+        try store.write { tx in for key in keys { try tx.setRecord(Record(value: Data(key.utf8)), forKey: key) } }
+        #expect(try store.keys(withPrefix: "") == keys.sorted())
+        #expect(try store.keys(withPrefix: "b/") == ["b/1", "b/10", "b/2"])
+        #expect(try store.keys(withPrefix: "zz").isEmpty)
+        #expect(try store.record(forKey: "🙂/x")?.value == Data("🙂/x".utf8))
+    }
+
+    @Test func snapshotsStayConsistentWhileWritersContinue() throws {
+        let dir = TemporaryDirectory()
+        let store = try Store(at: dir.store, configuration: .testing())
+        let old = try store.put(Data("old".utf8))
+        try store.write { tx in try tx.setRecord(Record(value: Data("1".utf8), references: [old]), forKey: "doc") }
+        let snapshot = try store.makeSnapshot()
+        try store.write { tx in
+            try tx.removeRecord(forKey: "doc")
+            try tx.setRecord(Record(value: Data("2".utf8)), forKey: "other")
+        }
+        #expect(try snapshot.record(forKey: "doc")?.value == Data("1".utf8))
+        #expect(try snapshot.keys(withPrefix: "") == ["doc"])
+        #expect(try snapshot.get(old) == Data("old".utf8))
+        #expect(try store.read { try $0.keys(withPrefix: "") } == ["other"])
+    }
+
+    @Test func commitsSurviveReopen() throws {
+        let dir = TemporaryDirectory()
+        var expected: [String: Record] = [:]
+        do {
+            let store = try Store(at: dir.store, configuration: .testing(durability: .full))
+            for i in 0 ..< 50 {
+                let digest = try store.put(Data("blob \(i % 7)".utf8))
+                let record = Record(value: Data("value \(i)".utf8), references: [digest])
+                try store.write { tx in try tx.setRecord(record, forKey: "key \(i % 20)") }
+                expected["key \(i % 20)"] = record
+            }
+            try store.close()
+            try store.close()  // idempotent
+        }
+        let reopened = try Store(at: dir.store, configuration: .testing())
+        #expect(try allRecords(reopened) == expected)
+    }
+
+    @Test func automaticCheckpointsBoundTheLog() throws {
+        let dir = TemporaryDirectory()
+        var configuration = Store.Configuration.testing()
+        configuration.checkpointThreshold = 1 << 16
+        configuration.walSegmentSize = 1 << 16
+        var expected: [String: Record] = [:]
+        do {
+            let store = try Store(at: dir.store, configuration: configuration)
+            for i in 0 ..< 3000 {
+                let record = Record(value: Data(repeating: UInt8(i % 251), count: 100))
+                try store.write { tx in try tx.setRecord(record, forKey: "k\(i % 300)") }
+                expected["k\(i % 300)"] = record
+            }
+            try store.close()
+            #expect(throws: StoreError.code(.closed)) { try store.statistics() }
+        }
+        let checkpoints = try FileManager.default.contentsOfDirectory(atPath: dir.store.appendingPathComponent("checkpoint").path)
+        #expect(checkpoints.count == 1)
+        let reopened = try Store(at: dir.store, configuration: configuration)
+        #expect(try reopened.statistics().walBytes < 4 << 16)
+        #expect(try allRecords(reopened) == expected)
+    }
+}

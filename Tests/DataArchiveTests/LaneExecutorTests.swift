@@ -1,0 +1,91 @@
+@testable import DataArchive
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+/// The executor behind per-key ordering, tested on its own.
+@Suite struct LaneExecutorTests {
+    @Test func jobsOfOneLaneRunInSubmissionOrderNeverOverlapping() async {
+        let executor = LaneExecutor<Int, ClosureJob>(label: "test", width: 4)
+        let lanes = 50, jobsPerLane = 200
+        let logs = Mutex<[Int: [Int]]>([:])
+        let running = Mutex<Set<Int>>([])
+        let overlaps = Atomic<Int>(0)
+        let done = Countdown(lanes * jobsPerLane)
+        DispatchQueue.concurrentPerform(iterations: lanes) { lane in
+            for job in 0 ..< jobsPerLane {
+                executor.submit(lane) {
+                    if !running.withLock({ $0.insert(lane).inserted }) { overlaps.add(1, ordering: .relaxed) }
+                    logs.withLock { $0[lane, default: []].append(job) }
+                    running.withLock { _ = $0.remove(lane) }
+                    done.tick()
+                }
+            }
+        }
+        await done.wait()
+        #expect(logs.withLock { $0.values.allSatisfy { $0 == Array(0 ..< jobsPerLane) } })
+        #expect(logs.withLock { $0.count } == lanes)
+        let overlapCount = overlaps.load(ordering: .relaxed)
+        #expect(overlapCount == 0)
+    }
+
+    @Test func atMostWidthJobsRunAtOnce() async {
+        let width = 3
+        let executor = LaneExecutor<Int, ClosureJob>(label: "test", width: width)
+        let running = Atomic<Int>(0)
+        let peak = Atomic<Int>(0)
+        let done = Countdown(60)
+        for lane in 0 ..< 60 {
+            executor.submit(lane) {
+                let now = running.add(1, ordering: .sequentiallyConsistent).newValue
+                peak.max(now, ordering: .sequentiallyConsistent)
+                usleep(2000)                                   // blocks, so more workers start
+                running.subtract(1, ordering: .sequentiallyConsistent)
+                done.tick()
+            }
+        }
+        await done.wait()
+        let observed = peak.load(ordering: .sequentiallyConsistent)
+        #expect(observed <= width)
+        #expect(observed >= 2)                                  // blocked workers brought in others
+    }
+
+    @Test func waitUntilFinishedWaitsForEveryEarlierJob() {
+        let executor = LaneExecutor<Int, ClosureJob>(label: "test", width: 4)
+        let finished = Mutex<Set<Int>>([])
+        for index in 0 ..< 40 {
+            executor.submit(index % 7) {
+                usleep(UInt32(200 * (index % 5)))
+                finished.withLock { _ = $0.insert(index) }
+            }
+        }
+        executor.waitUntilFinished(through: executor.lastTicket)
+        #expect(finished.withLock { $0.count } == 40)
+        // Nothing pending: returns at once.
+        executor.waitUntilFinished(through: executor.lastTicket)
+    }
+
+    @Test func waitingOnAWorkerDoesNotDeadlock() async {
+        let executor = LaneExecutor<Int, ClosureJob>(label: "test", width: 1)
+        let done = Countdown(1)
+        executor.submit(0) {
+            #expect(executor.isCurrentThreadWorker)
+            executor.waitUntilFinished(through: executor.lastTicket)   // would wait for itself
+            done.tick()
+        }
+        await done.wait()
+        #expect(!executor.isCurrentThreadWorker)
+    }
+
+    @Test func fifoReleasesElementsAndKeepsOrder() {
+        var fifo = FIFO<Int>()
+        for value in 0 ..< 5000 { fifo.append(value) }
+        var popped: [Int] = []
+        while popped.count < 2500, let value = fifo.popFirst() { popped.append(value) }
+        for value in 5000 ..< 6000 { fifo.append(value) }
+        while let value = fifo.popFirst() { popped.append(value) }
+        #expect(popped == Array(0 ..< 6000))
+        #expect(fifo.isEmpty)
+    }
+}

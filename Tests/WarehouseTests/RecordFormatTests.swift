@@ -1,0 +1,84 @@
+import Foundation
+import Testing
+@testable import Warehouse
+
+/// The record encodings of Docs/warehouse.md.
+@Suite struct RecordFormatTests {
+    @Test func projectRecordBytes() throws {
+        let step = UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF")!
+        let digest = Digest.sha256(Data("u".utf8))
+        let project = ProjectRecord(
+            creationDate: Date(timeIntervalSinceReferenceDate: 1), modificationDate: Date(timeIntervalSinceReferenceDate: -2.5),
+            stepCursor: 300, bundleID: "b", userData: digest, stepIDs: [step])
+        let record = project.record
+        var expected: [UInt8] = [1, 0x50]
+        expected += [0, 0, 0, 0, 0, 0, 0xF0, 0x3F]              // 1.0
+        expected += [0, 0, 0, 0, 0, 0, 0x04, 0xC0]              // -2.5
+        expected += [0xAC, 0x02]                                // 300
+        expected += [1]                                         // has user data
+        expected += [1, 0x62]                                   // "b"
+        expected += [1] + (0 ..< 16).map { UInt8($0 * 0x11) }   // one step
+        #expect([UInt8](record.value) == expected)
+        #expect(record.references == [digest])
+        #expect(try ProjectRecord(record) == project)
+        var withoutSteps = project
+        withoutSteps.stepIDs = []
+        #expect(try ProjectRecord(record, includingSteps: false) == withoutSteps)
+    }
+
+    @Test func stepAndAssetRecordsRoundTrip() throws {
+        let digests = (0 ..< 3).map { Digest.sha256(Data([UInt8($0)])) }
+        let table = AssetTable(digests: ["b": digests[1], "a/x": digests[2]])
+        let step = StepRecord(userData: digests[0], assets: table)
+        #expect(step.record.references == [digests[0], digests[2], digests[1]])
+        #expect([UInt8](step.record.value) == [1, 0x53, 1, 2, 3] + Array("a/x".utf8) + [1] + Array("b".utf8))
+        #expect(try StepRecord(step.record) == step)
+        let noUserData = StepRecord(userData: nil, assets: AssetTable())
+        #expect([UInt8](noUserData.record.value) == [1, 0x53, 0, 0])
+        #expect(try StepRecord(noUserData.record) == noUserData)
+        let assets = ProjectAssetsRecord(assets: table)
+        #expect(try ProjectAssetsRecord(assets.record) == assets)
+    }
+
+    @Test(arguments: [
+        [UInt8](),
+        [1],
+        [2, 0x50],                      // newer format version
+        [1, 0x53],                      // wrong kind
+        [1, 0x50, 0, 0, 0],             // truncated date
+    ])
+    func malformedProjectValuesAreErrors(value: [UInt8]) {
+        #expect(throws: StoreError.self) { _ = try ProjectRecord(Record(value: Data(value))) }
+    }
+
+    @Test func mismatchedReferencesAreErrors() {
+        let table = AssetTable(digests: ["a": Digest.sha256(Data())])
+        var record = ProjectAssetsRecord(assets: table).record
+        record.references = []
+        #expect(throws: StoreError.self) { _ = try ProjectAssetsRecord(record) }
+        var project = ProjectRecord(creationDate: Date(), modificationDate: Date(), stepCursor: 0, bundleID: "", userData: nil, stepIDs: []).record
+        project.references = [Digest.sha256(Data())]
+        #expect(throws: StoreError.self) { _ = try ProjectRecord(project) }
+    }
+
+    @Test func damagedRecordInTheStoreIsAFetchError() throws {
+        let fixture = try Fixture()
+        let id = try fixture.storage.createProject()
+        try fixture.store.write { try $0.setRecord(Record(value: Data([9, 9, 9])), forKey: "warehouse/project/\(id.uuidString)") }
+        let error = expectWarehouseError("fetchFailed") { _ = try fixture.storage.fetchSnapshot(ofProject: id) }
+        #expect(error?.storeCode == .unsupportedFormat)
+        expectWarehouseError("writeFailed") { try fixture.storage.update(ProjectUpdateRequest(projectID: id)) }
+    }
+
+    @Test func keyScheme() throws {
+        let fixture = try Fixture()
+        let id = try fixture.storage.createProject()
+        try fixture.storage.setAsset(Data([1]), named: "a", inProject: id)
+        let step = try #require(try fixture.addSteps(1, to: id).first)
+        #expect(try fixture.store.keys(withPrefix: "") == [
+            "warehouse/assets/\(id.uuidString)",
+            "warehouse/project/\(id.uuidString)",
+            "warehouse/step/\(id.uuidString)/\(step.uuidString)",
+        ])
+    }
+}
