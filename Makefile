@@ -40,7 +40,7 @@ gc-soak: deps
 	CONTENTSTORE_CRASH_SECONDS=$(CRASH_SECONDS) $(SWIFT) test --skip-build --filter GarbageCollectionCrashTests
 
 # ── Benchmarks: a separate package in Benchmarks/, never built by `make test` ──────────────────
-# `make bench`: the ordo-one suites (Benchmarks/Benchmarks/<Name>/); BENCH_ARGS="--target Blobs" etc.
+# `make bench`: the ordo-one suites (Benchmarks/Benchmarks/<Name>/); BENCH_ARGS="--target BlobsBenchmarks" etc.
 # `make compare`: ContentStore side by side with SQLite, file-per-key, restic and git, plus the
 # machine's limits; writes Docs/benchmarks/latest.{md,json,svg}. COMPARE_ARGS="--corpus-mb 50" etc.
 BENCH_ARGS   ?=

@@ -33,14 +33,15 @@ let package = Package(
 )
 
 // ordo-one benchmark suites: Benchmarks/<Name>/<Name>.swift, each `let benchmarks = { ... }`.
-for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection"] {
+let facades: [String: String] = ["Warehouse": "Warehouse", "DataArchive": "DataArchive"]
+for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive"] {
     package.targets.append(.executableTarget(
-        name: name,
+        name: name + "Benchmarks",
         dependencies: [
             "BenchSupport",
             .product(name: "ContentStore", package: "ContentStore"),
             .product(name: "Benchmark", package: "benchmark"),
-        ],
+        ] + (facades[name].map { [.product(name: $0, package: "ContentStore")] } ?? []),
         path: "Benchmarks/\(name)",
         plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
     ))

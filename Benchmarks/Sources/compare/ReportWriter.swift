@@ -155,6 +155,30 @@ struct ReportWriter {
             zlib objects); `init` is not timed. Bulk ingest only.
 
             """
+        if !report.contentStoreIngestBreakdown.isEmpty {
+            out += """
+
+                ## Where ContentStore's ingest time went (per round)
+
+                | round | wall s | process CPU s | worker CPU s | thread-s in `put` | thread-s in `write` (commit) |
+                |---:|---:|---:|---:|---:|---:|
+
+                """
+            for row in report.contentStoreIngestBreakdown {
+                let cells = ["round", "seconds", "cpuSeconds", "workerCPUSeconds", "threadSecondsInPut", "threadSecondsInCommit"].map { key in
+                    key == "round" ? String(Int(row[key] ?? 0)) : String(format: "%.2f", row[key] ?? 0)
+                }
+                out += "| " + cells.joined(separator: " | ") + " |\n"
+            }
+            out += """
+
+                \(run.cores) worker threads × wall seconds is the time available; worker CPU below that is time the
+                threads were off the CPU (waiting for a core, for the disk, or for a lock). Profiles and the
+                engine fixes they point to: [analysis.md](analysis.md).
+
+
+                """
+        }
         if !run.skipped.isEmpty {
             out += "Skipped: " + run.skipped.sorted { $0.key < $1.key }.map { "\($0.key) — \($0.value)" }.joined(separator: "; ") + ".\n\n"
         }
