@@ -3,7 +3,7 @@ import Foundation
 /// Command-line options of `compare`.
 struct Options {
     var corpusMB = 200
-    var rounds = 3
+    var rounds = 5
     var commitSeconds = 1.5
     var readSeconds = 1.0
     var readBlocks = 20_000
@@ -25,7 +25,7 @@ struct Options {
         the same run; writes latest.md, latest.json and latest.svg. Progress goes to stderr.
 
           --corpus-mb N        size of the generated corpus in MB (default 200)
-          --rounds N           alternating rounds (default 3)
+          --rounds N           alternating rounds (default 5)
           --commit-seconds S   length of each durable-commit run (default 1.5)
           --read-seconds S     length of each point-read run (default 1.0)
           --read-blocks N      4 KiB blobs in each point-read store (default 20000)

@@ -63,6 +63,7 @@ struct ReportWriter {
         case "MB/s", "MB": return value >= 100 ? String(format: "%.0f", value) : String(format: "%.1f", value)
         case "s": return value >= 10 ? String(format: "%.1f", value) : String(format: "%.2f", value)
         case "µs": return String(format: "%.1f", value)
+        case "CPU s": return String(format: "%.2f", value)
         default: return value >= 1000 ? String(format: "%.0f", value) : String(format: "%.1f", value)
         }
     }
