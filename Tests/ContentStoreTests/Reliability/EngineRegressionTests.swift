@@ -239,7 +239,7 @@ extension Reliability {
 
         /// Rewrites the blob placements in a store's WAL segments (same sizes, so offsets and sync
         /// points stay valid), and each placed entry's header in its pack to match.
-        static func forgePlacements(in store: URL, _ transform: (inout LogRecord.BlobPlacement) -> Void) throws {
+        static func forgePlacements(in store: URL, packs rewritePacks: Bool = true, _ transform: (inout LogRecord.BlobPlacement) -> Void) throws {
             for segment in try files(in: store.appendingPathComponent("wal"), withExtension: "log") {
                 var bytes = try Data(contentsOf: segment)
                 let (salt, frames) = try bytes.withUnsafeBytes { raw in
@@ -259,7 +259,7 @@ extension Reliability {
                     var framed: [UInt8] = []
                     WALFormat.appendFrame(kind: frame.kind, payload: LogRecord.blobs(placements).encoded(), salt: salt, to: &framed)
                     bytes.replaceSubrange(frame.offset ..< frame.offset + framed.count, with: framed)
-                    for placement in placements {
+                    for placement in placements where rewritePacks {
                         let pack = store.appendingPathComponent("packs").appendingPathComponent(PackFormat.fileName(placement.location.pack))
                         var packBytes = try Data(contentsOf: pack)
                         let start = Int(placement.location.offset) + PackFormat.entryHeaderSize
@@ -340,6 +340,58 @@ extension Reliability {
                 }
             }
             #expect(error?.message.contains("declares 1099511627776 bytes") == true, "\(String(describing: error))")
+        }
+
+        /// Found by fuzzing (FuzzWALSegment): a WAL placement (checksum intact) naming a pack or
+        /// offset beyond what the index can hold trapped the process in replay (a precondition in
+        /// the index). It is now a record that does not parse: `corrupted`, naming file and offset.
+        @Test(arguments: [(UInt32.max, UInt64(32)), (UInt32(1), UInt64.max)])
+        func aForgedPlacementOutOfRangeIsCorruptionNotATrap(pack: UInt32, offset: UInt64) throws {
+            let dir = TemporaryDirectory()
+            do {
+                let store = try Store(at: dir.store)
+                try store.put(Data("blob".utf8))
+                try store.close()
+            }
+            try Self.forgePlacements(in: dir.store, packs: false) { $0.location = BlobLocation(pack: pack, offset: offset) }
+            let error = #expect(throws: StoreError.self) { try Store(at: dir.store) }
+            #expect(error?.code == .corrupted)
+            #expect(error?.path?.hasSuffix(".log") == true)
+        }
+
+        /// Found by fuzzing (FuzzCheckpoint): a checkpoint (checksums intact) whose blob entries
+        /// claim huge reference counts and lengths overflowed the index's running totals and trapped
+        /// the process at open. The totals now wrap (they cannot overflow for a real store); the
+        /// store opens and `verify` reports the counts.
+        @Test func aForgedCheckpointWithAbsurdCountsOpensAndVerifyReportsThem() throws {
+            let dir = TemporaryDirectory()
+            do {
+                let store = try Store(at: dir.store)
+                let digest = try store.put(Data("blob".utf8))
+                try store.write { try $0.setRecord(Record(references: [digest]), forKey: "k") }
+                try store.checkpoint()
+                try store.close()
+            }
+            let checkpoints = dir.store.appendingPathComponent("checkpoint")
+            let file = try #require(try files(in: checkpoints, withExtension: "ckpt").last)
+            let fileSystem = FileSystem(io: SystemFileIO())
+            var contents = try Checkpoint.load(path: file.path, limits: Store.Limits(), fileSystem: fileSystem)
+            var entries = contents.state.blobs.entries.map { ($0.key, $0.value) }
+            for seed in 0 ..< 3 {
+                let entry = BlobEntry(location: BlobLocation(pack: 1, offset: 32), compressed: false, rawLength: .max,
+                                      storedLength: .max, refCount: .max, zeroSince: 0)
+                entries.append((Digest.sha256(Data("forged \(seed)".utf8)), entry))
+            }
+            contents.state.blobs = BlobIndex(restoring: entries)
+            try FileManager.default.removeItem(at: file)
+            try Checkpoint.write(contents, directory: checkpoints.path, fileSystem: fileSystem)
+
+            let store = try Store(at: dir.store)
+            _ = try store.statistics()
+            let report = try store.verify(VerificationOptions(readData: true))
+            #expect(report.problems.filter { $0.kind == "refCount" }.count == 3, "\(report.problems)")
+            try store.write { try $0.setRecord(Record(), forKey: "k") }
+            try store.close()
         }
     }
 }
