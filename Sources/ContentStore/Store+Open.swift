@@ -54,28 +54,47 @@ extension Store {
             break
         }
         let names = try fileSystem.contents(of: layout.root)
-        guard names.contains("FORMAT") || names.allSatisfy({ $0 == "LOCK" }) else {
+        // LOCK and FORMAT.tmp alone are what a crash while creating a store leaves.
+        guard names.contains("FORMAT") || names.allSatisfy({ $0 == "LOCK" || $0 == "FORMAT.tmp" }) else {
             throw StoreError(
                 code: .unsupportedFormat,
                 message: "\(layout.root) is not a ContentStore store: it holds files but no FORMAT", path: layout.root)
         }
         let lock = try acquireLock(layout, fileSystem: fileSystem)
+        // FORMAT first: a directory holding anything more is a store, so it must be marked as one.
         if fileSystem.kind(of: layout.format) == .missing {
-            for directory in [layout.wal, layout.packs, layout.checkpoints] { try fileSystem.createDirectory(directory) }
             try fileSystem.writeAtomically(FormatFile.encoded(), to: layout.format, directory: layout.root)
+            // Again here, not only when the directory is made: an earlier attempt may have failed after mkdir.
+            let parent = (layout.root as NSString).deletingLastPathComponent
+            if !parent.isEmpty, parent != layout.root { try fileSystem.synchronizeDirectory(parent) }
         }
         try FormatFile.check(try fileSystem.readFile(layout.format), path: layout.format)
-        for directory in [layout.wal, layout.packs, layout.checkpoints] { try fileSystem.createDirectory(directory) }
+        for directory in [layout.wal, layout.packs, layout.checkpoints] {
+            switch fileSystem.kind(of: directory) {
+            case .missing:
+                try fileSystem.createDirectory(directory)
+            case .directory:
+                break
+            case .other:
+                // A symlink (or a file) in place of a store directory: never followed out of the store.
+                throw StoreError.corrupted("\(directory) is not a directory (the store does not follow symlinks)", path: directory)
+            }
+        }
+        // Their entries must be durable before files in them are; synced at every open, as an earlier
+        // open may have made them and failed before its sync.
+        try fileSystem.synchronizeDirectory(layout.root)
         return (lock, try recover(layout, fileSystem: fileSystem, limits: configuration.limits))
     }
 
-    /// `mkdir -p`, each level 0700.
+    /// `mkdir -p`, each level 0700, each made durable in its parent (or a power cut could take the
+    /// whole store, acknowledged commits and all).
     private static func createDirectories(_ path: String, fileSystem: FileSystem) throws {
         let parent = (path as NSString).deletingLastPathComponent
         if !parent.isEmpty, parent != path, fileSystem.kind(of: parent) == .missing {
             try createDirectories(parent, fileSystem: fileSystem)
         }
         try fileSystem.createDirectory(path)
+        if !parent.isEmpty, parent != path { try fileSystem.synchronizeDirectory(parent) }
     }
 
     private static func acquireLock(_ layout: Layout, fileSystem: FileSystem) throws -> File {
@@ -123,6 +142,11 @@ extension Store {
         }
 
         var segments = try fileSystem.contents(of: layout.wal).compactMap(WALFormat.number(fromFileName:)).sorted()
+        if segments.contains(where: { $0 < firstSegment }) {
+            // The checkpoint's name must be durable before the segments it replaces go: the checkpoint
+            // that wrote it may have failed to sync its directory.
+            try fileSystem.synchronizeDirectory(layout.checkpoints)
+        }
         for obsolete in segments where obsolete < firstSegment {
             try fileSystem.remove(layout.wal + "/" + WALFormat.fileName(obsolete))  // a checkpoint already covers it
         }
@@ -161,6 +185,13 @@ extension Store {
                         try file.truncate(to: UInt64(result.validLength))  // the torn tail of an unacknowledged write
                     }
                     // What a crashed process left in the page cache becomes durable before new batches claim it is.
+                    // The bytes after the last sync point's claim are written again first: if the sync that should
+                    // have covered them failed, the kernel may hold them as clean pages that no sync will ever
+                    // write, and the new batches' sync points would then vouch for bytes the disk never got.
+                    let unsynced = result.durableClaim ..< result.validLength
+                    if !unsynced.isEmpty {
+                        try bytes.withUnsafeBytes { try file.write(UnsafeRawBufferPointer(rebasing: $0[unsynced]), at: UInt64(unsynced.lowerBound)) }
+                    }
                     try file.synchronizeData()
                     let length = UInt64(result.validLength)
                     lastSegment = WriteAheadLog.Segment(number: number, file: file, salt: result.header.salt, size: length, durableSize: length)
@@ -169,7 +200,14 @@ extension Store {
                 olderSegments[number] = size
             }
         }
-        let segment = try lastSegment ?? WriteAheadLog.createSegment(number: firstSegment, salt: .random(in: 0 ... .max), in: layout.wal, fileSystem: fileSystem)
+        let segment: WriteAheadLog.Segment
+        if let lastSegment {
+            // The entries of the segments replayed (an earlier process may have failed before syncing them).
+            try fileSystem.synchronizeDirectory(layout.wal)
+            segment = lastSegment
+        } else {
+            segment = try WriteAheadLog.createSegment(number: firstSegment, salt: .random(in: 0 ... .max), in: layout.wal, fileSystem: fileSystem)
+        }
         return Recovered(state: state, segment: segment, olderSegments: olderSegments, replayedRecords: replayed)
     }
 }

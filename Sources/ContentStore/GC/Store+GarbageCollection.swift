@@ -142,14 +142,19 @@ extension Store {
         threshold: Double, pretendingDropped: [UInt32: UInt64], dryRun: Bool, report: inout GarbageCollectionReport,
         progress: ((MaintenanceProgress) -> Void)?
     ) throws {
+        // Packs are judged by the state in memory; what made them dead must be durable before any is
+        // deleted (and a log that failed, holding changes that never reached the disk, stops here).
+        if !dryRun { try wal.flush(upTo: wal.appendedLSN, synchronously: true) }
         // Listed before the active pack is read: appends go only to the active pack and new packs get
         // new ids, so a pack listed here and not active afterwards never receives another entry.
         let listed = packs.packIDs
         let active = packs.activePackID
         var removedAny = false
+        var syncAttempted = false
         defer {
             // Unlinks are made durable together; a crash before that only leaves packs the next run deletes.
-            if removedAny { try? fileSystem.synchronizeDirectory(layout.packs) }
+            // Best effort here only when an error is already on its way out; otherwise a failure is reported.
+            if removedAny && !syncAttempted { try? fileSystem.synchronizeDirectory(layout.packs) }
         }
         progress?(MaintenanceProgress(phase: .compactingPacks, completed: 0, total: listed.count))
         for (index, pack) in listed.enumerated() {
@@ -191,6 +196,10 @@ extension Store {
             } else {
                 report.packsSkipped += 1
             }
+        }
+        if removedAny {
+            syncAttempted = true
+            try fileSystem.synchronizeDirectory(layout.packs)
         }
     }
 

@@ -11,6 +11,9 @@ enum WALSegmentReader {
         var header: WALFormat.Header
         /// Where the intact records end; shorter than the file when a torn tail follows.
         var validLength: Int
+        /// What the last intact sync point says was durable when its batch was written: the bytes
+        /// from here to `validLength` were written after the last sync known to have succeeded.
+        var durableClaim: Int = 0
     }
 
     /// Refused before reading: no legitimate segment comes near this.
@@ -34,14 +37,16 @@ enum WALSegmentReader {
         }
         let maximum = maximumPayload(limits)
         var offset = WALFormat.headerSize
+        var lastClaim = 0
         while offset < bytes.count {
             guard let frame = WALFormat.frame(in: bytes, at: offset, salt: header.salt, maximumPayload: maximum) else {
                 if isLast && durableClaim(in: bytes, after: offset, salt: header.salt, maximumPayload: maximum) <= offset {
-                    return Result(header: header, validLength: offset)
+                    return Result(header: header, validLength: offset, durableClaim: min(lastClaim, offset))
                 }
                 throw StoreError.corrupted("WAL record fails its checksum", path: path, offset: UInt64(offset))
             }
             if frame.kind == WALFormat.syncPointKind {
+                if frame.payload.count == 8 { lastClaim = Int(clamping: frame.payload.loadUnaligned(as: UInt64.self).littleEndian) }
                 offset += WALFormat.frameHeaderSize + frame.payload.count
                 continue
             }
@@ -54,7 +59,7 @@ enum WALSegmentReader {
             try visit(record, offset)
             offset += WALFormat.frameHeaderSize + frame.payload.count
         }
-        return Result(header: header, validLength: offset)
+        return Result(header: header, validLength: offset, durableClaim: min(lastClaim, offset))
     }
 
     /// The largest durable offset claimed by an intact sync point after `offset` (0 when none).

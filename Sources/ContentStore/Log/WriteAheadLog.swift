@@ -43,6 +43,12 @@ final class WriteAheadLog: Sendable {
     }
 
     private let state: Mutex<State>
+    /// Mirrors `State.durableLSN` and `State.writtenLSN`, so a committer whose record a batch already
+    /// covered returns without touching the lock every committer contends for.
+    private let durableMirror = Atomic<UInt64>(0)
+    private let writtenMirror = Atomic<UInt64>(0)
+    /// Bytes appended since the last checkpoint, approximately: what triggers the next one.
+    let bytesSinceCheckpoint = Atomic<UInt64>(0)
 
     private struct Waiter {
         var lsn: UInt64
@@ -58,6 +64,7 @@ final class WriteAheadLog: Sendable {
         self.segmentSizeLimit = segmentSizeLimit
         self.synchronizePacks = synchronizePacks
         state = Mutex(State(segment: segment, completedSegments: olderSegments))
+        bytesSinceCheckpoint.store(olderSegments.values.reduce(0, +) + segment.size, ordering: .relaxed)
     }
 
     /// Creates segment `number` (header written and synced, directory synced). Segments created by one
@@ -87,6 +94,7 @@ final class WriteAheadLog: Sendable {
             if let failure = state.failure { throw failure }
             WALFormat.appendFrame(kind: record.kind.rawValue, payload: payload, salt: state.segment.salt, to: &state.pending)
             state.appendedLSN += UInt64(WALFormat.frameHeaderSize + payload.count)
+            bytesSinceCheckpoint.add(UInt64(WALFormat.frameHeaderSize + payload.count), ordering: .relaxed)
             return state.appendedLSN
         }
     }
@@ -97,6 +105,8 @@ final class WriteAheadLog: Sendable {
     /// Returns once everything up to `lsn` is written (and, when `synchronously`, on stable storage).
     func flush(upTo lsn: UInt64, synchronously: Bool) throws {
         while true {
+            let covered = synchronously ? durableMirror.load(ordering: .acquiring) : writtenMirror.load(ordering: .acquiring)
+            if covered >= lsn { return }
             enum Step { case done, wait(DispatchSemaphore), lead(Batch) }
             let step: Step = try state.withLock { state in
                 if let failure = state.failure { throw failure }
@@ -124,14 +134,24 @@ final class WriteAheadLog: Sendable {
         return try state.withLock { state in
             if let failure = state.failure { throw failure }
             precondition(!state.leaderActive && state.pending.isEmpty, "rotate() needs appends stopped")
-            try startNextSegment(&state)
+            do {
+                try startNextSegment(&state)
+            } catch {
+                // The next segment may exist half made: appending on to this one would leave commits
+                // in a segment that is no longer the last, where a torn tail is taken for damage.
+                state.failure = WriteAheadLog.failure(error)
+                throw state.failure!
+            }
             return state.segment.number
         }
     }
 
     /// Forgets segments a checkpoint made unnecessary (for ``totalBytes``).
     func segmentsRemoved(before number: UInt64) {
-        state.withLock { state in state.completedSegments = state.completedSegments.filter { $0.key >= number } }
+        state.withLock { state in
+            state.completedSegments = state.completedSegments.filter { $0.key >= number }
+            bytesSinceCheckpoint.store(state.completedSegments.values.reduce(0, +) + state.segment.size + UInt64(state.pending.count), ordering: .relaxed)
+        }
     }
 
     private struct Batch {
@@ -163,8 +183,10 @@ final class WriteAheadLog: Sendable {
             if synchronously { try batch.segment.file.synchronizeData() }
             try state.withLock { state in
                 state.writtenLSN = max(state.writtenLSN, batch.endLSN)
+                writtenMirror.store(state.writtenLSN, ordering: .releasing)
                 if synchronously {
                     state.durableLSN = max(state.durableLSN, batch.endLSN)
+                    durableMirror.store(state.durableLSN, ordering: .releasing)
                     if state.segment.number == batch.segment.number {
                         state.segment.durableSize = batch.segment.size + UInt64(batch.bytes.count)
                     }
@@ -173,15 +195,20 @@ final class WriteAheadLog: Sendable {
                 finishLeading(&state)
             }
         } catch {
-            let failure = (error as? StoreError).map {
-                StoreError(code: $0.code, message: "the write-ahead log failed; reopen the store: \($0.message)", path: $0.path, cause: $0.cause)
-            } ?? StoreError(code: .io, message: "the write-ahead log failed; reopen the store", cause: error)
+            let failure = WriteAheadLog.failure(error)
             state.withLock { state in
                 state.failure = failure
                 finishLeading(&state)
             }
             throw failure
         }
+    }
+
+    /// The error every call reports once the log has failed.
+    private static func failure(_ error: any Error) -> StoreError {
+        (error as? StoreError).map {
+            StoreError(code: $0.code, message: "the write-ahead log failed; reopen the store: \($0.message)", path: $0.path, cause: $0.cause)
+        } ?? StoreError(code: .io, message: "the write-ahead log failed; reopen the store", cause: error)
     }
 
     /// Wakes the waiters this batch satisfied, and one more to lead the next batch. Waking everyone

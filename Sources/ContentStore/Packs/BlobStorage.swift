@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Where blob entries live. ``PackStore`` keeps them in local pack files; a later backend may keep
 /// packs in an object store. The store needs only these operations.
 protocol BlobStorage: AnyObject, Sendable {
@@ -41,6 +43,8 @@ protocol RecordLog: AnyObject, Sendable {
     var currentSegmentNumber: UInt64 { get }
     /// Bytes not yet covered by a checkpoint.
     var totalBytes: UInt64 { get }
+    /// ``totalBytes``, approximately and without a lock: what triggers automatic checkpoints.
+    var bytesSinceCheckpoint: Atomic<UInt64> { get }
     /// Forgets segments a checkpoint made unnecessary.
     func segmentsRemoved(before number: UInt64)
 }

@@ -34,6 +34,9 @@ final class PackStore: Sendable {
         var nextID: UInt32 = 1
         var unsynced: [UInt32: File] = [:]
         var directoryNeedsSync = false
+        /// Set when a sync failed: the kernel may have dropped the unsynced pages, so no later sync may
+        /// be taken as covering them ("fsyncgate"). Appends and syncs throw it until the store is reopened.
+        var failure: StoreError?
         /// Appends per pack whose placement the caller has not yet put in the index (``settle(_:)``).
         var unsettled: [UInt32: Int] = [:]
     }
@@ -68,6 +71,7 @@ final class PackStore: Sendable {
     /// Appends one entry (header and payload) and returns where it landed.
     func append(header: [UInt8], payload: UnsafeRawBufferPointer, indexEntry: PackFormat.IndexEntry) throws -> BlobLocation {
         try state.withLock { state in
+            if let failure = state.failure { throw failure }
             let length = UInt64(header.count + payload.count)
             var active = try activePack(&state, forAppending: length)
             // Taken out of the state so `active.index` is uniquely referenced and grows in place;
@@ -106,13 +110,25 @@ final class PackStore: Sendable {
 
     /// `fdatasync`s every pack written since the last call, then the directory if a pack was created.
     func synchronize() throws {
-        let (files, directoryNeedsSync) = state.withLock { state in
+        let (files, directoryNeedsSync) = try state.withLock { state in
+            if let failure = state.failure { throw failure }
             defer { state.unsynced = [:]; state.directoryNeedsSync = false }
             return (Array(state.unsynced.values), state.directoryNeedsSync)
         }
-        // A failure is not retried as if the data were safe: the WAL poisons the store (Docs/durability.md).
-        for file in files { try file.synchronizeData() }
-        if directoryNeedsSync { try fileSystem.synchronizeDirectory(directory) }
+        // A failure is not retried as if the data were safe (Docs/durability.md).
+        do {
+            for file in files { try file.synchronizeData() }
+            if directoryNeedsSync { try fileSystem.synchronizeDirectory(directory) }
+        } catch {
+            state.withLock { $0.failure = PackStore.failure(error) }
+            throw error
+        }
+    }
+
+    private static func failure(_ error: any Error) -> StoreError {
+        (error as? StoreError).map {
+            StoreError(code: $0.code, message: "a pack failed to sync; reopen the store: \($0.message)", path: $0.path, cause: $0.cause)
+        } ?? StoreError(code: .io, message: "a pack failed to sync; reopen the store", cause: error)
     }
 
     /// Seals the active pack (trailing index, sync), so the next append starts a new one.
@@ -152,9 +168,12 @@ final class PackStore: Sendable {
         let id = state.nextID
         let path = path(of: id)
         let file = try fileSystem.open(path, flags: O_RDWR | O_CREAT | O_EXCL)
+        // The name is used up even if the header cannot be written (a full disk): the next try takes
+        // a new one rather than failing on this file for as long as the process runs. An empty or
+        // headerless pack holds nothing live, and collection deletes it.
+        state.nextID = id &+ 1
         let created = UInt64(max(0, time(nil))) * 1000
         try file.write(PackFormat.header(id: id, createdMilliseconds: created), at: 0)
-        state.nextID = id &+ 1
         state.files[id] = file
         state.sizes[id] = UInt64(PackFormat.headerSize)
         state.unsynced[id] = file
@@ -165,7 +184,12 @@ final class PackStore: Sendable {
     private func seal(_ active: Active, in state: inout State) throws {
         let trailer = PackFormat.trailer(active.index, indexOffset: active.size)
         try active.file.write(trailer, at: active.size)
-        try active.file.synchronizeData()
+        do {
+            try active.file.synchronizeData()
+        } catch {
+            state.failure = PackStore.failure(error)
+            throw error
+        }
         state.sizes[active.id] = active.size + UInt64(trailer.count)
         state.unsynced[active.id] = nil
         state.active = nil

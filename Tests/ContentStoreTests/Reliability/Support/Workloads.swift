@@ -1,0 +1,315 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import ContentStore
+
+/// The record states a store may be in after a failure: every acknowledged commit applied, plus
+/// any subset... in practice at most the one commit whose fate the failure left open.
+///
+/// Transactions in these workloads are blind writes (fixed new records per key), so a commit's
+/// effect does not depend on the state it lands on.
+final class Journal: Sendable {
+    typealias Changes = [String: Record?]
+    typealias State = [String: Record]
+
+    private struct Contents {
+        var candidates: Set<State> = [[:]]
+        var inFlight: Changes?
+        var acknowledged = 0
+        var maybeApplied = 0
+    }
+    private let contents = Mutex(Contents())
+
+    static func applying(_ changes: Changes, to state: State) -> State {
+        var state = state
+        for (key, record) in changes { state[key] = record }
+        return state
+    }
+
+    /// A commit is about to be attempted.
+    func begin(_ changes: Changes) {
+        contents.withLock { $0.inFlight = changes }
+    }
+
+    /// `write` returned: the commit must survive anything from now on.
+    func acknowledge() {
+        contents.withLock { contents in
+            guard let changes = contents.inFlight else { return }
+            contents.candidates = Set(contents.candidates.map { Journal.applying(changes, to: $0) })
+            contents.inFlight = nil
+            contents.acknowledged += 1
+        }
+    }
+
+    /// `write` threw. An `io` error leaves open whether the commit reached the disk; any other
+    /// error is raised before the commit is logged.
+    func fail(_ error: any Error) {
+        contents.withLock { contents in
+            guard let changes = contents.inFlight else { return }
+            contents.inFlight = nil
+            if (error as? StoreError)?.code == .io {
+                contents.maybeApplied += 1
+                contents.candidates.formUnion(contents.candidates.map { Journal.applying(changes, to: $0) })
+            }
+        }
+    }
+
+    /// The states a crash now may leave: the commit in flight may or may not have made it.
+    var candidates: Set<State> {
+        contents.withLock { contents in
+            guard let changes = contents.inFlight else { return contents.candidates }
+            return contents.candidates.union(contents.candidates.map { Journal.applying(changes, to: $0) })
+        }
+    }
+
+    var acknowledged: Int { contents.withLock { $0.acknowledged } }
+}
+
+/// Runs a workload against a store, recording what it acknowledged. Operations that fail are
+/// recorded and the workload goes on (faults make some of them fail); when opening fails, the
+/// operations until the next open are skipped.
+final class WorkloadRunner {
+    let storeURL: URL
+    var configuration: Store.Configuration
+    let journal = Journal()
+    let clock: TestClock
+    var random: SeededRandom
+    private(set) var store: Store?
+    /// Blobs put that a record may reference.
+    var blobs: [Digest] = []
+    /// Every error an operation threw, in order.
+    private(set) var errors: [any Error] = []
+    /// Whether an operation succeeded after the first error (a store that should have failed closed
+    /// may not acknowledge; the journal and the power-cut image check that what it did is durable).
+    private(set) var successesAfterFirstError = 0
+
+    init(storeURL: URL, fileIO: any FileIO, seed: UInt64) {
+        self.storeURL = storeURL
+        clock = TestClock()
+        random = SeededRandom(seed: seed)
+        configuration = Store.Configuration()
+        configuration.durability = .full
+        configuration.packSizeTarget = 64 * 1024
+        configuration.walSegmentSize = 64 * 1024
+        configuration.now = { [clock] in clock.now }
+        configuration.fileIO = fileIO
+    }
+
+    private func record(_ error: any Error) { errors.append(error) }
+
+    private func succeeded() { if !errors.isEmpty { successesAfterFirstError += 1 } }
+
+    func open() {
+        guard store == nil else { return }
+        do {
+            store = try Store(at: storeURL, configuration: configuration)
+            succeeded()
+        } catch {
+            record(error)
+        }
+    }
+
+    func close() {
+        guard let store else { return }
+        self.store = nil
+        do { try store.close() } catch { record(error) }
+    }
+
+    func reopen() {
+        close()
+        open()
+    }
+
+    @discardableResult
+    func put(_ data: Data) -> Digest? {
+        guard let store else { return nil }
+        do {
+            let digest = try store.put(data)
+            blobs.append(digest)
+            succeeded()
+            return digest
+        } catch {
+            record(error)
+            return nil
+        }
+    }
+
+    func putRandomBlobs(_ count: Int, size: ClosedRange<Int>) -> [Digest] {
+        (0 ..< count).compactMap { _ in
+            let length = size.lowerBound + Int(random.next() % UInt64(size.count))
+            return put(random.next() % 2 == 0 ? random.bytes(length) : random.compressibleBytes(length))
+        }
+    }
+
+    func commit(_ changes: Journal.Changes) {
+        guard let store, !changes.isEmpty else { return }
+        journal.begin(changes)
+        do {
+            try store.write { tx in
+                for (key, record) in changes {
+                    if let record { try tx.setRecord(record, forKey: key) } else { try tx.removeRecord(forKey: key) }
+                }
+            }
+            journal.acknowledge()
+            succeeded()
+        } catch {
+            journal.fail(error)
+            record(error)
+        }
+    }
+
+    /// A commit of 1–3 random changes to keys `prefix0 ..< prefix<keys>`, referencing `fresh` and
+    /// earlier blobs.
+    func randomCommit(keys: Int, prefix: String = "k", fresh: [Digest]) {
+        var changes: Journal.Changes = [:]
+        for _ in 0 ... random.next() % 3 {
+            let key = "\(prefix)\(random.next() % UInt64(keys))"
+            if random.next() % 5 == 0 {
+                changes[key] = .some(nil)
+            } else {
+                var references = fresh
+                if !blobs.isEmpty, random.next() % 2 == 0 { references.append(blobs[Int(random.next() % UInt64(blobs.count))]) }
+                let length = 200 + Int(random.next() % 2800)
+                changes[key] = Record(value: random.bytes(length), references: references)
+            }
+        }
+        commit(changes)
+    }
+
+    func checkpoint() {
+        guard let store else { return }
+        do {
+            try store.checkpoint()
+            succeeded()
+        } catch {
+            record(error)
+        }
+    }
+
+    func collectGarbage(dryRun: Bool = false) {
+        guard let store else { return }
+        do {
+            _ = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: nil, dryRun: dryRun))
+            blobs = blobs.filter { store.contains($0) }
+            succeeded()
+        } catch {
+            record(error)
+        }
+    }
+}
+
+/// The core workloads the power-loss and I/O-fault sweeps run: each creates its store, so store
+/// creation is swept too.
+enum CoreWorkload: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    /// Puts and multi-record commits; packs fill and seal, a WAL segment fills; a reopen midway.
+    case commits
+    /// Commits around checkpoints, a reopen, and a checkpoint after recovery.
+    case checkpoint
+    /// A mostly dead sealed pack is rewritten by collection; more commits; a second rewrite after a reopen.
+    case packRewrite
+    /// Garbage blobs dropped and a wholly dead pack deleted; a dry run; a second collection after a reopen.
+    case collection
+
+    var testDescription: String { rawValue }
+
+    func run(_ runner: WorkloadRunner) {
+        runner.open()
+        switch self {
+        case .commits:
+            for step in 0 ..< 22 {
+                let fresh = runner.putRandomBlobs(1 + Int(runner.random.next() % 3), size: 200 ... 6000)
+                runner.randomCommit(keys: 10, fresh: fresh)
+                if step == 11 { runner.reopen() }
+            }
+        case .checkpoint:
+            for round in 0 ..< 3 {
+                for _ in 0 ..< 6 {
+                    runner.randomCommit(keys: 8, fresh: runner.putRandomBlobs(1, size: 100 ... 3000))
+                }
+                runner.checkpoint()
+                if round == 1 { runner.reopen() }
+            }
+        case .packRewrite:
+            // Pack 1 fills with 6 KB blobs, each referenced by its own record, and is sealed.
+            let first = runner.putRandomBlobs(14, size: 6000 ... 6000)
+            runner.commit(Dictionary(uniqueKeysWithValues: first.enumerated().map { ("b\($0.offset)", Record(value: Data([1]), references: [$0.element])) }))
+            // Most of pack 1 becomes garbage; collection drops it and rewrites the pack.
+            runner.commit(Dictionary(uniqueKeysWithValues: (0 ..< 10).filter { $0 != 3 }.map { ("b\($0)", Record?.none) }))
+            runner.clock.advance(by: 7200)
+            runner.collectGarbage()
+            runner.randomCommit(keys: 4, prefix: "r", fresh: runner.putRandomBlobs(2, size: 1000 ... 6000))
+            runner.reopen()
+            let second = runner.putRandomBlobs(12, size: 6000 ... 6000)
+            runner.commit(Dictionary(uniqueKeysWithValues: second.enumerated().map { ("c\($0.offset)", Record(value: Data([2]), references: [$0.element])) }))
+            runner.commit(Dictionary(uniqueKeysWithValues: (0 ..< 14).filter { $0 != 3 }.map { ("b\($0)", Record?.none) } + (0 ..< 8).map { ("c\($0)", Record?.none) }))
+            runner.clock.advance(by: 7200)
+            runner.collectGarbage()
+            runner.randomCommit(keys: 4, prefix: "r", fresh: runner.putRandomBlobs(1, size: 100 ... 1000))
+        case .collection:
+            // Garbage that no record ever references fills pack 1; two referenced blobs land in pack 2.
+            _ = runner.putRandomBlobs(12, size: 6000 ... 6000)
+            let kept = runner.putRandomBlobs(2, size: 6000 ... 6000)
+            runner.commit(["kept": Record(value: Data([1]), references: kept)])
+            runner.clock.advance(by: 7200)
+            runner.collectGarbage(dryRun: true)
+            runner.collectGarbage()
+            runner.randomCommit(keys: 4, fresh: runner.putRandomBlobs(2, size: 500 ... 3000))
+            runner.reopen()
+            runner.commit(["kept": Record?.none])
+            runner.clock.advance(by: 7200)
+            runner.collectGarbage()
+            runner.randomCommit(keys: 4, fresh: runner.putRandomBlobs(1, size: 500 ... 3000))
+        }
+        runner.close()
+    }
+}
+
+/// Opens a store recovered from a crash or fault and checks it: it opens; its records are one of
+/// `candidates` (every acknowledged commit, and a committed prefix); `verify(readData: true)` is
+/// clean; and it is usable: a put and a commit survive a reopen.
+///
+/// Returns the records found, or nil when a check failed (already recorded as an issue).
+@discardableResult
+func checkRecoveredStore(at url: URL, candidates: Set<Journal.State>, io: any FileIO = UnsyncedFileIO(), _ label: String,
+                         sourceLocation: SourceLocation = #_sourceLocation) -> Journal.State? {
+    var configuration = Store.Configuration()
+    configuration.fileIO = io
+    do {
+        let store = try Store(at: url, configuration: configuration)
+        let records = try allRecords(store)
+        guard candidates.contains(records) else {
+            let sizes = candidates.map(\.count).sorted()
+            Issue.record("\(label): recovered \(records.count) records, not a committed prefix (candidates have \(sizes) records)",
+                         sourceLocation: sourceLocation)
+            return nil
+        }
+        let report = try store.verify(VerificationOptions(readData: true))
+        guard report.isClean else {
+            Issue.record("\(label): verify found \(report.problems)", sourceLocation: sourceLocation)
+            return nil
+        }
+        let digest = try store.put(Data("after recovery \(label)".utf8))
+        let after = Record(value: Data("after".utf8), references: [digest])
+        try store.write { try $0.setRecord(after, forKey: "reliability/after-recovery") }
+        try store.close()
+        let reopened = try Store(at: url, configuration: configuration)
+        var expected = records
+        expected["reliability/after-recovery"] = after
+        let again = try allRecords(reopened)
+        let cleanAgain = try reopened.verify(VerificationOptions(readData: false)).isClean
+        try reopened.close()
+        guard again == expected, cleanAgain else {
+            Issue.record("\(label): the store did not keep a commit made after recovery (clean: \(cleanAgain))", sourceLocation: sourceLocation)
+            return nil
+        }
+        return records
+    } catch {
+        Issue.record("\(label): \(error)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
+
+/// An integer from the environment (for longer runs of the sweeps and soaks), or `default`.
+func environmentInteger(_ name: String, default value: Int) -> Int {
+    ProcessInfo.processInfo.environment[name].flatMap { Int($0) } ?? value
+}

@@ -1,0 +1,56 @@
+// A workload for the process-crash test (Tests/ContentStoreTests/Reliability/ProcessCrashTests.swift):
+// threads putting blobs and committing multi-record transactions, with deletes, garbage
+// collection, checkpoints and reads, until it is killed. It reports on stdout, one line per event,
+// written before anything that depends on it:
+//
+//   B <txid> <counter> <change>...   a transaction's body ran; it commits as number <counter>
+//   A <txid>                         the commit was acknowledged (`write` returned)
+//   F <txid> <error>                 the commit failed (a bug: the workload never expects one)
+//   X <message>                      the workload found the store wrong, and exits with status 2
+//
+// A change is `<key>=<padding>:<digest>,<digest>...` for a record set to the value
+// "<txid> <key>" followed by <padding> "x" bytes, referencing those blobs; or `<key>=-` for a removal.
+// Every transaction also sets the record "counter" to its <counter> (one more than the counter it
+// read), so the commit order, and hence which prefix of commits a recovered store holds, can be
+// told from the store alone.
+//
+// Usage: CrashWorkload <store directory> <seed> <run> [--threads N] [--durability full|none] [--transactions N]
+// With --transactions, each thread stops after that many transactions and the process exits 0.
+
+#if canImport(Glibc)
+import Glibc
+#endif
+import ContentStore
+import Foundation
+import Synchronization
+
+guard let options = Options.parse(Array(CommandLine.arguments.dropFirst())) else {
+    FileHandle.standardError.write(Data("usage: CrashWorkload <store> <seed> <run> [--threads N] [--durability full|none] [--transactions N]\n".utf8))
+    exit(64)
+}
+
+var configuration = Store.Configuration()
+configuration.durability = options.durability
+configuration.packSizeTarget = 64 * 1024
+configuration.walSegmentSize = 64 * 1024
+configuration.checkpointThreshold = 256 * 1024
+configuration.garbageGracePeriod = .seconds(2)
+
+let opened: Store
+do {
+    opened = try Store(at: URL(fileURLWithPath: options.directory), configuration: configuration)
+} catch {
+    fail("open: \(error)")
+}
+
+let group = DispatchGroup()
+for thread in 0 ..< options.threads {
+    DispatchQueue.global().async(group: group) { [opened, options] in work(thread: thread, store: opened, options: options) }
+}
+group.wait()
+do {
+    try opened.close()
+} catch {
+    fail("close: \(error)")
+}
+exit(0)
