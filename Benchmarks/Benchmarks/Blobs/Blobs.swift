@@ -101,8 +101,8 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     // Small puts against a fresh pack and against one already holding 20,000 entries (default
-    // 64 MiB packs). Equal costs mean a put is O(1) in the pack's size; see the note on
-    // StoreFixture.smallBlobConfiguration for why they differ with the engine as of this writing.
+    // 64 MiB packs). Equal costs mean a put is O(1) in the pack's size (a regression guard: before
+    // engine commit f0af0c2 every append copied the pack's index).
     for (label, existing) in [("fresh pack", 0), ("pack already holding 20,000 entries", 20_000)] {
         let small = State()
         Benchmark(

@@ -21,23 +21,19 @@ public final class StoreFixture: @unchecked Sendable {
         return configuration
     }
 
-    /// The configuration for stores of very many small blobs: packs of `smallBlobPackSize`.
-    ///
-    /// Why not the default 64 MiB: with the engine as of this writing, `PackStore.append` copies the
-    /// active pack's in-memory index on every append (copy-on-write of `Active.index`, taken out of
-    /// the locked state by value), so a put costs O(blobs already in the pack). With 128-byte blobs a
-    /// 64 MiB pack holds ~350,000 entries and filling a store with 1,000,000 of them takes hours;
-    /// with 1 MiB packs (~5,800 entries) minutes. Set CONTENTSTORE_BENCH_PACK_SIZE (bytes) to
-    /// measure another size, such as the default once that is fixed.
+    /// The configuration for stores of very many small blobs: the default, or packs of
+    /// CONTENTSTORE_BENCH_PACK_SIZE bytes when that is set (to see how pack size affects collection
+    /// and opening). Until engine commit f0af0c2, an append copied the active pack's whole index, so
+    /// filling 64 MiB packs with 128-byte blobs was quadratic and these suites needed 1 MiB packs.
     public static func smallBlobConfiguration(_ adjust: (inout Store.Configuration) -> Void = { _ in }) -> Store.Configuration {
         configuration { configuration in
-            configuration.packSizeTarget = smallBlobPackSize
+            if let size = smallBlobPackSize { configuration.packSizeTarget = size }
             adjust(&configuration)
         }
     }
 
-    public static let smallBlobPackSize: UInt64 = {
-        ProcessInfo.processInfo.environment["CONTENTSTORE_BENCH_PACK_SIZE"].flatMap { UInt64($0) } ?? 1 << 20
+    public static let smallBlobPackSize: UInt64? = {
+        ProcessInfo.processInfo.environment["CONTENTSTORE_BENCH_PACK_SIZE"].flatMap { UInt64($0) }
     }()
 
     public init(_ name: String, configuration: Store.Configuration = StoreFixture.configuration()) throws {

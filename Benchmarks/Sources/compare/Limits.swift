@@ -95,6 +95,48 @@ struct LimitProbe {
         let zstdCPU = threadCPUSeconds() - zstdStart
 
         // The same work spread over the cores, in wall time under this round's load.
+        let (ingestBest, reingestBest) = try computeSeconds(repetitions: repetitions)
+
+        let writeSize = min(256 << 20, max(32 << 20, totalBytes / 2))
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        var random = DeterministicRandom(seed: 7)
+        chunk.withUnsafeMutableBytes { random.fill($0) }
+        var writeBest = Double.infinity
+        for repetition in 0 ..< repetitions {
+            let path = scratch + "/write-\(repetition)"
+            let fd = try POSIX.open(path, O_WRONLY | O_CREAT | O_TRUNC)
+            writeBest = min(writeBest, try measureSeconds {
+                for _ in 0 ..< writeSize >> 20 { try chunk.withUnsafeBytes { try POSIX.writeAll(fd, $0, path: path) } }
+                try POSIX.fdatasync(fd, path: path)
+            })
+            Glibc.close(fd)
+            try POSIX.unlink(path)
+        }
+
+        let append = try syncLatencies(count: 200, bytes: 128, overwrite: false)
+        let overwrite = try syncLatencies(count: 200, bytes: 4096, overwrite: true)
+
+        let readRate = try pointReadOpsPerSecond(repetitions: repetitions)
+
+        return MachineLimits(
+            sha256MBpsPerCore: Double(totalBytes) / 1e6 / shaCPU,
+            zstdMBpsPerCore: Double(uniqueBytes) / 1e6 / zstdCPU,
+            zstdStoredBytes: stored,
+            ingestCPUSeconds: shaCPU + zstdCPU,
+            ingestComputeSeconds: ingestBest,
+            reingestComputeSeconds: reingestBest,
+            writeMBps: Double(writeSize) / 1e6 / writeBest,
+            appendSyncMedianMs: append.median,
+            appendSyncP99Ms: append.p99,
+            overwriteSyncMedianMs: overwrite.median,
+            pointReadOpsPerSecond: readRate,
+            cores: ProcessInfo.processInfo.activeProcessorCount)
+    }
+
+    /// Wall seconds of the ideal ingest (SHA-256 of every file, zstd of the unique ones, threads
+    /// pulling files from a queue, from memory) and of the ideal re-ingest (SHA-256 only), best of
+    /// `repetitions`, on one thread per core.
+    func computeSeconds(repetitions: Int = 2) throws -> (ingest: Double, reingest: Double) {
         let isUnique = Set(unique)
         let cores = ProcessInfo.processInfo.activeProcessorCount
         var ingestBest = Double.infinity, reingestBest = Double.infinity
@@ -117,28 +159,13 @@ struct LimitProbe {
                 }
             })
         }
+        return (ingestBest, reingestBest)
+    }
 
-        let writeSize = min(256 << 20, max(32 << 20, totalBytes / 2))
-        var chunk = [UInt8](repeating: 0, count: 1 << 20)
-        var random = DeterministicRandom(seed: 7)
-        chunk.withUnsafeMutableBytes { random.fill($0) }
-        var writeBest = Double.infinity
-        for repetition in 0 ..< repetitions {
-            let path = scratch + "/write-\(repetition)"
-            let fd = try POSIX.open(path, O_WRONLY | O_CREAT | O_TRUNC)
-            writeBest = min(writeBest, try measureSeconds {
-                for _ in 0 ..< writeSize >> 20 { try chunk.withUnsafeBytes { try POSIX.writeAll(fd, $0, path: path) } }
-                try POSIX.fdatasync(fd, path: path)
-            })
-            Glibc.close(fd)
-            try POSIX.unlink(path)
-        }
-
-        let append = try syncLatencies(count: 200, bytes: 128, overwrite: false)
-        let overwrite = try syncLatencies(count: 200, bytes: 4096, overwrite: true)
-
+    /// Verified 4 KiB decodes per second on one thread (zstd decode + SHA-256 from memory), best of `repetitions`.
+    func pointReadOpsPerSecond(repetitions: Int = 2, operations: Int = 50_000) throws -> Double {
         var readBest = Double.infinity
-        let readOps = min(100_000, blocks.count * 4)
+        let readOps = min(operations, blocks.count * 4)
         var output = [UInt8](repeating: 0, count: 4096)
         for _ in 0 ..< repetitions {
             var pick = DeterministicRandom(seed: 11)
@@ -157,20 +184,7 @@ struct LimitProbe {
                 }
             })
         }
-
-        return MachineLimits(
-            sha256MBpsPerCore: Double(totalBytes) / 1e6 / shaCPU,
-            zstdMBpsPerCore: Double(uniqueBytes) / 1e6 / zstdCPU,
-            zstdStoredBytes: stored,
-            ingestCPUSeconds: shaCPU + zstdCPU,
-            ingestComputeSeconds: ingestBest,
-            reingestComputeSeconds: reingestBest,
-            writeMBps: Double(writeSize) / 1e6 / writeBest,
-            appendSyncMedianMs: append.median,
-            appendSyncP99Ms: append.p99,
-            overwriteSyncMedianMs: overwrite.median,
-            pointReadOpsPerSecond: Double(readOps) / readBest,
-            cores: ProcessInfo.processInfo.activeProcessorCount)
+        return Double(readOps) / readBest
     }
 
     /// The cheapest durable write right now, in ms (median of `count` appends and of `count`
