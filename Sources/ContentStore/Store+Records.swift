@@ -49,6 +49,7 @@ extension Store {
         try checkOpen()
         let result: T
         let commit: (lsn: UInt64, records: SortedMap<String, Record>)?
+        let observed: UInt64
         writer.wait()
         do {
             // Released before the flush, so the next transaction joins this one's group commit.
@@ -57,9 +58,12 @@ extension Store {
             result = try body(&transaction)
             let changes = transaction.effectiveChanges
             commit = changes.isEmpty ? nil : try self.commit(changes)
+            observed = wal.appendedLSN
         }
+        // A transaction that changed nothing still returns only once the state it saw is durable:
+        // it may have read (or rewritten unchanged) a commit that another writer has not synced yet.
+        try wal.flush(upTo: commit?.lsn ?? observed, synchronously: configuration.durability == .full)
         if let commit {
-            try wal.flush(upTo: commit.lsn, synchronously: configuration.durability == .full)
             published.withLock { $0.publish(commit.records, lsn: commit.lsn) }
             scheduleCheckpointIfNeeded()
         }

@@ -159,3 +159,21 @@ import Testing
         #expect(try store.record(forKey: "k") == record)
     }
 }
+
+@Suite struct NoOpTransactionTests {
+    @Test func anUnchangedRewriteReturnsOnlyOnceWhatItSawIsDurable() throws {
+        let dir = TemporaryDirectory()
+        let store = try Store(at: dir.store, configuration: .testing(durability: .full))
+        let record = Record(value: Data("v".utf8))
+        // Applied but not yet flushed, as another writer's commit is while its leader syncs.
+        try store.core.withLock { core in
+            let commit = LogRecord.Commit(sequence: core.state.commitSequence + 1, time: 0, changes: [.init(key: "k", record: record)])
+            _ = try store.wal.append(.commit(commit))
+            try core.state.apply(commit)
+        }
+        let pending = store.wal.appendedLSN
+        #expect(store.wal.durableLSN < pending)
+        try store.write { try $0.setRecord(record, forKey: "k") }
+        #expect(store.wal.durableLSN >= pending, "the no-op write returned before the commit it rewrote was durable")
+    }
+}

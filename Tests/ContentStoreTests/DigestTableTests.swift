@@ -259,7 +259,7 @@ private final class Tracked: Sendable {
     @Test func memoryStaysWithin64BytesPerEntry() {
         #expect(MemoryLayout<Digest>.stride + MemoryLayout<BlobEntry>.stride == 56)
         var random = SeededRandom(seed: 10)
-        var table = DigestTable<BlobEntry>()
+        var table = DigestTable<BlobEntry>(seed: 0x5EED)  // fixed: the footprint depends on where overflow runs fall
         var worst = 0.0
         for n in 1 ... 300_000 {
             table[randomDigest(&random)] = blobEntry(n)

@@ -99,6 +99,9 @@ final class WriteAheadLog: Sendable {
         }
     }
 
+    /// The LSN up to which everything is on stable storage.
+    var durableLSN: UInt64 { durableMirror.load(ordering: .acquiring) }
+
     /// The LSN of everything appended so far.
     var appendedLSN: UInt64 { state.withLock { $0.appendedLSN } }
 

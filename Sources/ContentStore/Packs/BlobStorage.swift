@@ -35,6 +35,8 @@ protocol RecordLog: AnyObject, Sendable {
     func append(_ record: LogRecord) throws -> UInt64
     /// The position after everything appended so far.
     var appendedLSN: UInt64 { get }
+    /// The position up to which everything is on stable storage.
+    var durableLSN: UInt64 { get }
     /// Returns once everything up to `lsn` is written (and, when `synchronously`, durable).
     func flush(upTo lsn: UInt64, synchronously: Bool) throws
     /// Flushes durably and starts a new segment, returning its number: what a checkpoint covers ends here.
