@@ -85,41 +85,13 @@ extension Store {
 
     func readBlob(_ digest: Digest, entry: BlobEntry, from file: File, verify: Bool? = nil) throws -> Data {
         let offset = entry.location.offset
+        let expected = PackReader.ExpectedEntry(digest: digest, rawLength: entry.rawLength, storedLength: entry.storedLength, compressed: entry.isCompressed)
+        // Checked before the read allocates: an index entry claiming a huge blob cannot exhaust memory.
+        try PackReader.checkLengths(expected, limits: configuration.limits, path: file.path, offset: offset)
         let stored = try file.readExactly(PackFormat.entryHeaderSize + Int(entry.storedLength), at: offset)
         return try stored.withUnsafeBytes { raw in
-            let header = UnsafeRawBufferPointer(rebasing: raw[0 ..< PackFormat.entryHeaderSize])
-            let payload = UnsafeRawBufferPointer(rebasing: raw[PackFormat.entryHeaderSize...])
-            let parsed: PackFormat.EntryHeader
-            do throws(PackFormat.Malformed) {
-                parsed = try PackFormat.parseEntryHeader(header)
-            } catch {
-                throw StoreError.corrupted("pack entry for blob \(digest) is damaged (\(error.reason))", path: file.path, offset: offset)
-            }
-            guard parsed.digest == digest, parsed.rawLength == entry.rawLength, parsed.storedLength == entry.storedLength,
-                  parsed.isCompressed == entry.isCompressed
-            else {
-                throw StoreError.corrupted("pack entry does not match the index for blob \(digest)", path: file.path, offset: offset)
-            }
-            let verifies = verify ?? configuration.verifiesReads
-            // Without re-hashing, the entry checksum still catches damage to the stored bytes.
-            if !verifies && !PackFormat.checksumMatches(header: header, payload: payload) {
-                throw StoreError.corrupted("pack entry for blob \(digest) fails its checksum", path: file.path, offset: offset)
-            }
-            var data = Data(count: Int(entry.rawLength))
-            if entry.isCompressed {
-                do {
-                    try data.withUnsafeMutableBytes { try Zstd.decompress(payload, into: $0) }
-                } catch {
-                    throw StoreError(code: .corrupted, message: "blob \(digest) does not decompress (\(error)) in \(file.path) at offset \(offset)",
-                                     path: file.path, offset: offset, cause: error)
-                }
-            } else {
-                data.withUnsafeMutableBytes { $0.copyMemory(from: payload) }
-            }
-            if verifies && Digest.sha256(data) != digest {
-                throw StoreError.corrupted("blob \(digest) no longer hashes to its digest", path: file.path, offset: offset)
-            }
-            return data
+            try PackReader.decodeEntry(raw, expected: expected, verify: verify ?? configuration.verifiesReads,
+                                       limits: configuration.limits, path: file.path, offset: offset)
         }
     }
 

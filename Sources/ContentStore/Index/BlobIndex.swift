@@ -60,7 +60,9 @@ struct BlobIndex: Sendable {
         let updated = Int(entry.refCount) + delta
         guard updated >= 0, updated <= Int(UInt32.max) else { return false }
         entry.refCount = UInt32(updated)
-        referencedLogicalBytes = UInt64(Int64(referencedLogicalBytes) + Int64(delta) * Int64(entry.rawLength))
+        // Wrapping: exact for any real store, and a forged checkpoint's absurd counts cannot trap.
+        let change = UInt64(delta.magnitude) &* UInt64(entry.rawLength)
+        referencedLogicalBytes = delta >= 0 ? referencedLogicalBytes &+ change : referencedLogicalBytes &- change
         if updated == 0 {
             entry.zeroSince = time
             unreferenced.insert(digest)
@@ -78,14 +80,16 @@ struct BlobIndex: Sendable {
     }
 
     private mutating func account(_ entry: BlobEntry) {
-        logicalBytes += UInt64(entry.rawLength)
-        referencedLogicalBytes += UInt64(entry.refCount) * UInt64(entry.rawLength)
+        // Running totals in wrapping arithmetic: exact for any real store (they could not overflow),
+        // while a forged checkpoint (checksums intact, counts absurd) cannot trap the process.
+        logicalBytes &+= UInt64(entry.rawLength)
+        referencedLogicalBytes &+= UInt64(entry.refCount) &* UInt64(entry.rawLength)
         liveBytesByPack[entry.location.pack, default: 0] += entry.entryLength
     }
 
     private mutating func unaccount(_ entry: BlobEntry) {
-        logicalBytes -= UInt64(entry.rawLength)
-        referencedLogicalBytes -= UInt64(entry.refCount) * UInt64(entry.rawLength)
+        logicalBytes &-= UInt64(entry.rawLength)
+        referencedLogicalBytes &-= UInt64(entry.refCount) &* UInt64(entry.rawLength)
         let pack = entry.location.pack
         let remaining = liveBytesByPack[pack, default: 0] - entry.entryLength
         liveBytesByPack[pack] = remaining == 0 ? nil : remaining

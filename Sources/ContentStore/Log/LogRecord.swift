@@ -131,6 +131,10 @@ enum LogRecord: Equatable {
                     let stored = try reader.read(UInt32.self)
                     let time = try reader.read(UInt32.self)
                     guard flags <= 1 else { throw Malformed(description: "unknown blob flags \(flags)") }
+                    // The index packs a location into 63 bits; a larger one is no location this store wrote.
+                    guard pack <= BlobEntry.maximumPackID, offset <= BlobEntry.maximumOffset else {
+                        throw Malformed(description: "blob location \(pack):\(offset) is out of range")
+                    }
                     placements.append(BlobPlacement(
                         digest: digest, location: BlobLocation(pack: pack, offset: offset),
                         compressed: flags == 1, rawLength: raw, storedLength: stored, time: time))

@@ -1,6 +1,84 @@
+import Foundation
+
 /// Walks the entries of a pack file from its headers: for rewriting a pack, verifying it, or
 /// rebuilding the index from packs alone.
 enum PackReader {
+    /// What the index says about an entry.
+    struct ExpectedEntry {
+        var digest: Digest
+        var rawLength: UInt32
+        var storedLength: UInt32
+        var compressed: Bool
+    }
+
+    /// No zstd frame expands more than this: a block yields at most 128 KiB and takes at least 4 bytes.
+    static let maximumExpansion: UInt64 = 32768
+
+    /// Refuses lengths no entry the store writes can have, before anything is allocated for them: a
+    /// blob over ``Store/Limits/maximumBlobSize``, a stored form longer than the blob (the store
+    /// keeps the compressed form only when it is smaller) or, uncompressed, of another length, or
+    /// a compressed form that no zstd frame could expand to the blob's length.
+    static func checkLengths(_ expected: ExpectedEntry, limits: Store.Limits, path: String, offset: UInt64) throws {
+        let raw = UInt64(expected.rawLength), stored = UInt64(expected.storedLength)
+        guard raw <= UInt64(max(0, limits.maximumBlobSize)) else {
+            throw StoreError.corrupted("blob \(expected.digest) claims \(raw) bytes, over the limit of \(limits.maximumBlobSize)", path: path, offset: offset)
+        }
+        let plausible = expected.compressed ? stored < raw && raw <= stored * maximumExpansion : stored == raw
+        guard plausible else {
+            throw StoreError.corrupted("blob \(expected.digest) claims \(raw) bytes stored in \(stored)\(expected.compressed ? " compressed" : "")",
+                                       path: path, offset: offset)
+        }
+    }
+
+    /// Decodes an entry's bytes (its 56-byte header and payload) into the blob, checking them against
+    /// what the index says. Lengths are checked (``checkLengths(_:limits:path:offset:)``) before the
+    /// blob's buffer is allocated, and a zstd frame that declares another size is refused before
+    /// it is decompressed. With `verify`, the blob is re-hashed; without, the entry's CRC is checked.
+    static func decodeEntry(_ bytes: UnsafeRawBufferPointer, expected: ExpectedEntry, verify: Bool, limits: Store.Limits,
+                            path: String, offset: UInt64) throws -> Data {
+        let digest = expected.digest
+        try checkLengths(expected, limits: limits, path: path, offset: offset)
+        guard bytes.count == PackFormat.entryHeaderSize + Int(expected.storedLength) else {
+            throw StoreError.corrupted("pack entry for blob \(digest) is \(bytes.count) bytes, expected \(PackFormat.entryHeaderSize + Int(expected.storedLength))",
+                                       path: path, offset: offset)
+        }
+        let header = UnsafeRawBufferPointer(rebasing: bytes[0 ..< PackFormat.entryHeaderSize])
+        let payload = UnsafeRawBufferPointer(rebasing: bytes[PackFormat.entryHeaderSize...])
+        let parsed: PackFormat.EntryHeader
+        do throws(PackFormat.Malformed) {
+            parsed = try PackFormat.parseEntryHeader(header)
+        } catch {
+            throw StoreError.corrupted("pack entry for blob \(digest) is damaged (\(error.reason))", path: path, offset: offset)
+        }
+        guard parsed.digest == digest, parsed.rawLength == expected.rawLength, parsed.storedLength == expected.storedLength,
+              parsed.isCompressed == expected.compressed
+        else {
+            throw StoreError.corrupted("pack entry does not match the index for blob \(digest)", path: path, offset: offset)
+        }
+        // Without re-hashing, the entry checksum still catches damage to the stored bytes.
+        if !verify && !PackFormat.checksumMatches(header: header, payload: payload) {
+            throw StoreError.corrupted("pack entry for blob \(digest) fails its checksum", path: path, offset: offset)
+        }
+        if expected.compressed, let declared = Zstd.declaredContentSize(payload), declared != UInt64(expected.rawLength) {
+            throw StoreError.corrupted("blob \(digest)'s zstd frame declares \(declared) bytes, the index \(expected.rawLength)", path: path, offset: offset)
+        }
+        var data = Data(count: Int(expected.rawLength))
+        if expected.compressed {
+            do {
+                try data.withUnsafeMutableBytes { try Zstd.decompress(payload, into: $0) }
+            } catch {
+                throw StoreError(code: .corrupted, message: "blob \(digest) does not decompress (\(error)) in \(path) at offset \(offset)",
+                                 path: path, offset: offset, cause: error)
+            }
+        } else {
+            data.withUnsafeMutableBytes { $0.copyMemory(from: payload) }
+        }
+        if verify && Digest.sha256(data) != digest {
+            throw StoreError.corrupted("blob \(digest) no longer hashes to its digest", path: path, offset: offset)
+        }
+        return data
+    }
+
     /// (offset, header) of each entry, in file order. Stops at the sealed index, or at the first
     /// header that does not parse (a torn tail from a crash).
     static func entries(of file: File) throws -> [(offset: UInt64, header: PackFormat.EntryHeader)] {

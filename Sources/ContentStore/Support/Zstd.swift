@@ -31,6 +31,12 @@ enum Zstd {
         var description: String
     }
 
+    /// The content size a frame's header declares; nil when it declares none or is not a frame.
+    static func declaredContentSize(_ source: UnsafeRawBufferPointer) -> UInt64? {
+        let size = ZSTD_getFrameContentSize(source.baseAddress, source.count)
+        return size >= ZSTD_CONTENTSIZE_ERROR ? nil : size
+    }
+
     /// Decompresses `source` into `destination`, which must be exactly the original size.
     static func decompress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) throws {
         let context = decompressors.withLock { $0.popLast() } ?? Context(pointer: ZSTD_createDCtx()!)

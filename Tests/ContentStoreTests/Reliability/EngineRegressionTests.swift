@@ -234,5 +234,164 @@ extension Reliability {
             #expect(try again.verify(VerificationOptions(readData: true)).isClean)
             try again.close()
         }
+
+        // MARK: Hostile files
+
+        /// Rewrites the blob placements in a store's WAL segments (same sizes, so offsets and sync
+        /// points stay valid), and each placed entry's header in its pack to match.
+        static func forgePlacements(in store: URL, packs rewritePacks: Bool = true, _ transform: (inout LogRecord.BlobPlacement) -> Void) throws {
+            for segment in try files(in: store.appendingPathComponent("wal"), withExtension: "log") {
+                var bytes = try Data(contentsOf: segment)
+                let (salt, frames) = try bytes.withUnsafeBytes { raw in
+                    let header = try #require(WALFormat.parseHeader(raw))
+                    var frames: [(offset: Int, kind: UInt8, payload: [UInt8])] = []
+                    var offset = WALFormat.headerSize
+                    while let frame = WALFormat.frame(in: raw, at: offset, salt: header.salt, maximumPayload: 1 << 20) {
+                        frames.append((offset, frame.kind, Array(frame.payload)))
+                        offset += WALFormat.frameHeaderSize + frame.payload.count
+                    }
+                    return (header.salt, frames)
+                }
+                for frame in frames where frame.kind == LogRecord.Kind.blobs.rawValue {
+                    guard case .blobs(var placements) = try frame.payload.withUnsafeBytes({ try LogRecord.decode(kind: frame.kind, payload: $0, limits: Store.Limits()) })
+                    else { continue }
+                    for index in placements.indices { transform(&placements[index]) }
+                    var framed: [UInt8] = []
+                    WALFormat.appendFrame(kind: frame.kind, payload: LogRecord.blobs(placements).encoded(), salt: salt, to: &framed)
+                    bytes.replaceSubrange(frame.offset ..< frame.offset + framed.count, with: framed)
+                    for placement in placements where rewritePacks {
+                        let pack = store.appendingPathComponent("packs").appendingPathComponent(PackFormat.fileName(placement.location.pack))
+                        var packBytes = try Data(contentsOf: pack)
+                        let start = Int(placement.location.offset) + PackFormat.entryHeaderSize
+                        let payload = Array(packBytes[start ..< start + Int(placement.storedLength)])
+                        let header = payload.withUnsafeBytes {
+                            PackFormat.entryHeader(digest: placement.digest, compressed: placement.compressed, rawLength: placement.rawLength, payload: $0, time: placement.time)
+                        }
+                        packBytes.replaceSubrange(start - PackFormat.entryHeaderSize ..< start, with: header)
+                        try packBytes.write(to: pack)
+                    }
+                }
+                try bytes.write(to: segment)
+            }
+        }
+
+        /// Defect: an index entry (WAL or checkpoint, checksums intact) saying a blob is stored raw
+        /// in more bytes than it has made `get` copy the stored bytes past the end of the blob's
+        /// buffer (a heap overflow; a trap in debug builds). Lengths are now checked before reading.
+        @Test func aForgedIndexClaimingARawBlobShorterThanItsBytesIsCorruptionNotAnOverflow() throws {
+            let dir = TemporaryDirectory()
+            var random = SeededRandom(seed: 5)
+            let data = random.bytes(100)  // random: stored raw
+            let digest: Digest
+            do {
+                let store = try Store(at: dir.store)
+                digest = try store.put(data)
+                try store.write { try $0.setRecord(Record(references: [digest]), forKey: "k") }
+                try store.close()
+            }
+            try Self.forgePlacements(in: dir.store) { $0.rawLength = 5 }
+            let store = try Store(at: dir.store)
+            let error = #expect(throws: StoreError.self) { try store.get(digest) }
+            #expect(error?.code == .corrupted)
+            #expect(try store.verify(VerificationOptions(readData: true)).problems.map(\.digest) == [digest])
+            try store.close()
+        }
+
+        /// Defect: a forged index entry claiming a 4 GiB blob behind a few stored bytes made `get`
+        /// allocate 4 GiB before finding out. Now refused before allocating: no zstd frame expands
+        /// that much, and the configured blob limit bounds every claim.
+        @Test(arguments: [true, false])
+        func aForgedIndexClaimingAHugeBlobIsRefusedBeforeAllocating(compressed: Bool) throws {
+            let dir = TemporaryDirectory()
+            let data = Data(repeating: 7, count: 4000)
+            var random = SeededRandom(seed: 1)
+            let digest: Digest
+            do {
+                let store = try Store(at: dir.store)
+                digest = try store.put(compressed ? data : random.bytes(4000))
+                try store.write { try $0.setRecord(Record(references: [digest]), forKey: "k") }
+                try store.close()
+            }
+            try Self.forgePlacements(in: dir.store) { placement in
+                #expect(placement.compressed == compressed)
+                placement.rawLength = UInt32.max - 1
+            }
+            var configuration = Store.Configuration()
+            configuration.limits.maximumBlobSize = 1 << 30
+            let store = try Store(at: dir.store, configuration: configuration)
+            let error = #expect(throws: StoreError.self) { try store.get(digest) }
+            #expect(error?.code == .corrupted)
+            #expect(error?.message.contains("claims") == true, "\(String(describing: error))")
+            try store.close()
+        }
+
+        /// A zstd frame whose header declares 1 TB is refused by what it declares, not decompressed.
+        @Test func aZstdFrameDeclaringATerabyteIsRefusedBeforeDecompressing() throws {
+            // Magic, a descriptor with an 8-byte content size and the single-segment flag, 1 TB, then a last raw block of 1 byte.
+            var frame: [UInt8] = [0x28, 0xB5, 0x2F, 0xFD, 0xE0]
+            withUnsafeBytes(of: UInt64(1 << 40).littleEndian) { frame += $0 }
+            frame += [0x09, 0x00, 0x00, 0x41]
+            let digest = Digest.sha256(Data("A".utf8))
+            let header = frame.withUnsafeBytes { PackFormat.entryHeader(digest: digest, compressed: true, rawLength: 1000, payload: $0, time: 0) }
+            let expected = PackReader.ExpectedEntry(digest: digest, rawLength: 1000, storedLength: UInt32(frame.count), compressed: true)
+            let error = #expect(throws: StoreError.self) {
+                try (header + frame).withUnsafeBytes {
+                    try PackReader.decodeEntry($0, expected: expected, verify: true, limits: Store.Limits(), path: "pack", offset: 32)
+                }
+            }
+            #expect(error?.message.contains("declares 1099511627776 bytes") == true, "\(String(describing: error))")
+        }
+
+        /// Found by fuzzing (FuzzWALSegment): a WAL placement (checksum intact) naming a pack or
+        /// offset beyond what the index can hold trapped the process in replay (a precondition in
+        /// the index). It is now a record that does not parse: `corrupted`, naming file and offset.
+        @Test(arguments: [(UInt32.max, UInt64(32)), (UInt32(1), UInt64.max)])
+        func aForgedPlacementOutOfRangeIsCorruptionNotATrap(pack: UInt32, offset: UInt64) throws {
+            let dir = TemporaryDirectory()
+            do {
+                let store = try Store(at: dir.store)
+                try store.put(Data("blob".utf8))
+                try store.close()
+            }
+            try Self.forgePlacements(in: dir.store, packs: false) { $0.location = BlobLocation(pack: pack, offset: offset) }
+            let error = #expect(throws: StoreError.self) { try Store(at: dir.store) }
+            #expect(error?.code == .corrupted)
+            #expect(error?.path?.hasSuffix(".log") == true)
+        }
+
+        /// Found by fuzzing (FuzzCheckpoint): a checkpoint (checksums intact) whose blob entries
+        /// claim huge reference counts and lengths overflowed the index's running totals and trapped
+        /// the process at open. The totals now wrap (they cannot overflow for a real store); the
+        /// store opens and `verify` reports the counts.
+        @Test func aForgedCheckpointWithAbsurdCountsOpensAndVerifyReportsThem() throws {
+            let dir = TemporaryDirectory()
+            do {
+                let store = try Store(at: dir.store)
+                let digest = try store.put(Data("blob".utf8))
+                try store.write { try $0.setRecord(Record(references: [digest]), forKey: "k") }
+                try store.checkpoint()
+                try store.close()
+            }
+            let checkpoints = dir.store.appendingPathComponent("checkpoint")
+            let file = try #require(try files(in: checkpoints, withExtension: "ckpt").last)
+            let fileSystem = FileSystem(io: SystemFileIO())
+            var contents = try Checkpoint.load(path: file.path, limits: Store.Limits(), fileSystem: fileSystem)
+            var entries = contents.state.blobs.entries.map { ($0.key, $0.value) }
+            for seed in 0 ..< 3 {
+                let entry = BlobEntry(location: BlobLocation(pack: 1, offset: 32), compressed: false, rawLength: .max,
+                                      storedLength: .max, refCount: .max, zeroSince: 0)
+                entries.append((Digest.sha256(Data("forged \(seed)".utf8)), entry))
+            }
+            contents.state.blobs = BlobIndex(restoring: entries)
+            try FileManager.default.removeItem(at: file)
+            try Checkpoint.write(contents, directory: checkpoints.path, fileSystem: fileSystem)
+
+            let store = try Store(at: dir.store)
+            _ = try store.statistics()
+            let report = try store.verify(VerificationOptions(readData: true))
+            #expect(report.problems.filter { $0.kind == "refCount" }.count == 3, "\(report.problems)")
+            try store.write { try $0.setRecord(Record(), forKey: "k") }
+            try store.close()
+        }
     }
 }
