@@ -17,6 +17,13 @@ private final class State: @unchecked Sendable {
 
 private let value = Data(repeating: 0x42, count: 100)
 
+/// `value` with `version` in its first 8 bytes.
+private func versioned(_ value: Data, _ version: Int) -> Data {
+    var copy = value
+    copy.withUnsafeMutableBytes { $0.storeBytes(of: UInt64(version), as: UInt64.self) }
+    return copy
+}
+
 let benchmarks: @Sendable () -> Void = {
     for (label, durability) in [("durable", Store.Durability.full), ("durability none", .none)] {
         let single = State()
@@ -29,7 +36,9 @@ let benchmarks: @Sendable () -> Void = {
         ) { benchmark in
             single.counter += 1
             let key = "key\(single.counter % 1024)"
-            do { try single.store.write { try $0.setRecord(Record(value: value), forKey: key) } } catch { benchmark.error("\(error)") }
+            // A new value every time: a set that changes nothing commits nothing.
+            let record = Record(value: versioned(value, single.counter))
+            do { try single.store.write { try $0.setRecord(record, forKey: key) } } catch { benchmark.error("\(error)") }
         }
 
         let writers = 16, perWriter = 64
@@ -42,11 +51,14 @@ let benchmarks: @Sendable () -> Void = {
                 teardown: { group.fixture?.remove() })
         ) { benchmark in
             let store = group.store
+            group.counter += 1
+            let round = group.counter
             let start = monotonicNanoseconds()
             do {
                 try runThreads(writers) { writer in
                     for i in 0 ..< perWriter {
-                        try store.write { try $0.setRecord(Record(value: value), forKey: "writer\(writer)/key\(i)") }
+                        let record = Record(value: versioned(value, round))
+                        try store.write { try $0.setRecord(record, forKey: "writer\(writer)/key\(i)") }
                     }
                 }
             } catch { benchmark.error("\(error)") }

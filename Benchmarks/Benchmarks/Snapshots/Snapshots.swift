@@ -85,7 +85,9 @@ let benchmarks: @Sendable () -> Void = {
                 let thread = Thread {
                     var i = 0
                     while !state.stopWriter.load(ordering: .relaxed) {
-                        try? store.write { try $0.setRecord(Record(value: Data(repeating: 1, count: 200)), forKey: key(i % recordCount)) }
+                        var value = Data(repeating: 1, count: 200)
+                        value.withUnsafeMutableBytes { $0.storeBytes(of: UInt64(i), as: UInt64.self) }  // a real change each time
+                        try? store.write { try $0.setRecord(Record(value: value), forKey: key(i % recordCount)) }
                         i += 1
                     }
                 }

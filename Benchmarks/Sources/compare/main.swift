@@ -219,8 +219,11 @@ for round in 0 ..< options.rounds {
             let seconds = try measureSeconds {
                 try runThreads(writers) { writer in
                     var count = 0
+                    var value = commitValue
                     while monotonicNanoseconds() < deadline {
-                        try contender.commit(key: "writer\(writer)/key\(count % 1024)", value: commitValue)
+                        // A new value every time: a store may (and ContentStore does) skip a set that changes nothing.
+                        value.withUnsafeMutableBytes { $0.storeBytes(of: UInt64(count), as: UInt64.self) }
+                        try contender.commit(key: "writer\(writer)/key\(count % 1024)", value: value)
                         count += 1
                     }
                     committed.add(count, ordering: .relaxed)
