@@ -407,7 +407,7 @@ extension Reliability {
                 try WALSegmentReader.read($0, path: "segment", expectedNumber: 1, isLast: true, limits: Store.Limits()) { _, _ in }
             }
             #expect(result.validLength == WALFormat.headerSize)
-            #expect(ContinuousClock.now - started < .seconds(3))
+            #expect(ContinuousClock.now - started < .seconds(10))  // about 0.1 s here (3 s under ThreadSanitizer); 21 s before
         }
     }
 }
