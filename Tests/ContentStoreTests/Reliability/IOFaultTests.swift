@@ -33,7 +33,7 @@ extension Reliability {
         }
 
         @Test(arguments: CoreWorkload.allCases)
-        func everyCallFailingWithENOSPCOrEIO(_ workload: CoreWorkload) throws {
+        func everyCallFailingWithENOSPCOrEIO(_ workload: CoreWorkload) async throws {
             let dir = ScratchDirectory()
             let calls = try callCount(workload, in: dir.url)
             let stride = max(1, environmentInteger("RELIABILITY_FAULT_STRIDE", default: 1))
@@ -43,6 +43,7 @@ extension Reliability {
                     let fault = PowerCutFileIO.Fault(index: index, errno: errno)
                     try run(workload, with: fault, in: dir.url.appendingPathComponent("run-\(index)-\(errno)"))
                     injected += 1
+                    await Task.yield()  // a long sweep must not hold a thread async tests need
                 }
             }
             print("I/O faults: \(workload): \(calls) calls, \(injected) faults injected")

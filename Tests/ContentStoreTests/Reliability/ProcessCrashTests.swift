@@ -74,7 +74,7 @@ extension Reliability {
             return (transactions, acknowledged, failures)
         }
 
-        @Test func killedAtRandomMomentsTheStoreOpensToACommittedPrefixWithEveryAcknowledgedCommit() throws {
+        @Test func killedAtRandomMomentsTheStoreOpensToACommittedPrefixWithEveryAcknowledgedCommit() async throws {
             let executable = try #require(Self.executable, "CrashWorkload was not found beside the tests; build it (swift build) or set CRASH_WORKLOAD_BINARY")
             let kills = environmentInteger("RELIABILITY_CRASH_KILLS", default: 200)
             let seed = UInt64(environmentInteger("RELIABILITY_CRASH_SEED", default: 1))
@@ -99,7 +99,8 @@ extension Reliability {
                 try process.run()
                 // Mostly while it commits, sometimes while it is still opening (recovering).
                 let delay = random.next() % 10 == 0 ? random.next() % 15_000 : 5_000 + random.next() % 120_000
-                usleep(useconds_t(delay))
+                // Sleeping, not blocking: a long soak must not hold a thread async tests need.
+                try await Task.sleep(for: .microseconds(delay))
                 kill(process.processIdentifier, SIGKILL)
                 process.waitUntilExit()
                 let output = String(decoding: try Data(contentsOf: outputURL), as: UTF8.self)
