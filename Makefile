@@ -39,6 +39,26 @@ gc-soak: deps
 	CONTENTSTORE_SOAK_SECONDS=$(SOAK_SECONDS) $(SWIFT) test --skip-build --filter GarbageCollectionSoakTests
 	CONTENTSTORE_CRASH_SECONDS=$(CRASH_SECONDS) $(SWIFT) test --skip-build --filter GarbageCollectionCrashTests
 
+# ── Benchmarks: a separate package in Benchmarks/, never built by `make test` ──────────────────
+# `make bench`: the ordo-one suites (Benchmarks/Benchmarks/<Name>/); BENCH_ARGS="--target BlobsBenchmarks" etc.
+# `make compare`: ContentStore side by side with SQLite, file-per-key, restic and git, plus the
+# machine's limits; writes Docs/benchmarks/latest.{md,json,svg}. COMPARE_ARGS="--corpus-mb 50" etc.
+BENCH_ARGS   ?=
+COMPARE_ARGS ?=
+
+bench: deps
+	cd Benchmarks && $(SWIFT) package benchmark --no-progress $(BENCH_ARGS)
+
+compare: deps
+	@if ! command -v restic >/dev/null 2>&1 || ! command -v git >/dev/null 2>&1; then \
+		echo "Installing restic and git for the comparison ..."; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		( $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq restic git ) \
+			|| echo "Could not install restic/git; the comparison skips them and says why."; \
+	fi
+	cd Benchmarks && $(SWIFT) build -c release --product compare
+	cd Benchmarks && ./.build/release/compare --output ../Docs/benchmarks $(COMPARE_ARGS)
+
 # Reliability (Docs/reliability.md).
 # crash-soak: the process-crash test with CRASH_KILLS SIGKILLs (default 10,000; CI runs 200).
 CRASH_KILLS ?= 10000

@@ -80,6 +80,9 @@ public struct Digest: Hashable, Comparable, Sendable, Codable, CustomStringConve
     /// crafted digests cannot flood a table.
     public func hash(into hasher: inout Hasher) { hasher.combine(w1) }
 
+    /// The word `hash(into:)` uses, for ``DigestTable`` to mix with its own secret seed.
+    var hashSeedWord: UInt64 { w1 }
+
     public static func == (lhs: Digest, rhs: Digest) -> Bool {
         lhs.w0 == rhs.w0 && lhs.w1 == rhs.w1 && lhs.w2 == rhs.w2 && lhs.w3 == rhs.w3
     }

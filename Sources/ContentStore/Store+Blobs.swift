@@ -109,13 +109,14 @@ extension Store {
     @discardableResult
     public func put(contentsOf file: URL) throws -> Digest {
         try checkOpen()
-        let data: Data
-        do {
-            data = try Data(contentsOf: file, options: .alwaysMapped)
-        } catch {
-            throw StoreError.io("cannot read", path: file.path, cause: error)
+        // pread rather than mmap: each munmap in a multi-threaded process shoots down the other cores' TLBs.
+        let input = try fileSystem.open(file.path, flags: O_RDONLY, followingSymlinks: true)
+        let size = try input.size()
+        guard size <= UInt64(configuration.limits.maximumBlobSize) else {
+            throw StoreError.limitExceeded("\(file.path) is \(size) bytes; the blob limit is \(configuration.limits.maximumBlobSize)")
         }
-        return try put(data)
+        let bytes = try input.readExactly(Int(size), at: 0)
+        return try bytes.withUnsafeBytes { try put(bytes: $0) }
     }
 
     /// Writes a blob to `file`: to a temporary file beside it, synced, then renamed into place.

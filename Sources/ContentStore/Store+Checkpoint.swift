@@ -37,7 +37,7 @@ extension Store {
     }
 
     func scheduleCheckpointIfNeeded() {
-        guard wal.totalBytes >= configuration.checkpointThreshold else { return }
+        guard wal.bytesSinceCheckpoint.load(ordering: .relaxed) >= configuration.checkpointThreshold else { return }
         background.run("checkpoint") { [self] in
             do {
                 try maintenance.withLock { _ in

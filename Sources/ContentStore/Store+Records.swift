@@ -47,21 +47,27 @@ extension Store {
     @discardableResult
     public func write<T>(_ body: (inout Transaction) throws -> T) throws -> T {
         try checkOpen()
-        var result: T?
-        var commit: (lsn: UInt64, records: SortedMap<String, Record>)?
-        try writer.withLock { _ in
+        let result: T
+        let commit: (lsn: UInt64, records: SortedMap<String, Record>)?
+        let observed: UInt64
+        writer.wait()
+        do {
+            // Released before the flush, so the next transaction joins this one's group commit.
+            defer { writer.signal() }
             var transaction = Transaction(base: core.withLock { $0.state.records }, limits: configuration.limits)
             result = try body(&transaction)
             let changes = transaction.effectiveChanges
-            guard !changes.isEmpty else { return }
-            commit = try self.commit(changes)
+            commit = changes.isEmpty ? nil : try self.commit(changes)
+            observed = wal.appendedLSN
         }
+        // A transaction that changed nothing still returns only once the state it saw is durable:
+        // it may have read (or rewritten unchanged) a commit that another writer has not synced yet.
+        try wal.flush(upTo: commit?.lsn ?? observed, synchronously: configuration.durability == .full)
         if let commit {
-            try wal.flush(upTo: commit.lsn, synchronously: configuration.durability == .full)
             published.withLock { $0.publish(commit.records, lsn: commit.lsn) }
             scheduleCheckpointIfNeeded()
         }
-        return result!
+        return result
     }
 
     /// Applies and logs a transaction's changes under the core lock.

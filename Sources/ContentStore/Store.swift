@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Dispatch
 import Foundation
 import Logging
 import Synchronization
@@ -32,8 +33,12 @@ public final class Store: Sendable {
     /// Records, blob index and the order of WAL appends: held briefly, never across I/O except the
     /// rotation of a checkpoint.
     let core: Mutex<Core>
-    /// Serializes transactions, so each sees the one before it.
-    let writer = Mutex<Void>(())
+    /// Mirrors `Core.isOpen` for ``checkOpen()``, which every call makes.
+    private let isOpen = Atomic<Bool>(true)
+    /// Serializes transactions, so each sees the one before it. A semaphore, not a `Mutex`: it
+    /// guards no state, only order, and waiters must sleep rather than spin — sixteen writers
+    /// spinning on two cores starve the holder and the group-commit leader.
+    let writer = DispatchSemaphore(value: 1)
     /// What readers see: the records as of the newest commit that is durable.
     let published: Mutex<Published>
     /// Serializes checkpoints and collections with each other.
@@ -86,7 +91,10 @@ public final class Store: Sendable {
         // Background work finishes first, so a checkpoint in progress completes rather than fails.
         background.stopAndWait()
         let wasOpen = core.withLock { core in
-            defer { core.isOpen = false }
+            defer {
+                core.isOpen = false
+                isOpen.store(false, ordering: .releasing)
+            }
             return core.isOpen
         }
         guard wasOpen else { return }
@@ -101,8 +109,10 @@ public final class Store: Sendable {
         try packs.synchronize()
     }
 
+    /// A fast, lock-free check at the start of public calls; operations that change state check
+    /// `Core.isOpen` again under the core lock.
     func checkOpen() throws {
-        guard core.withLock({ $0.isOpen }) else { throw Store.closedError }
+        guard isOpen.load(ordering: .acquiring) else { throw Store.closedError }
     }
 
     static let closedError = StoreError(code: .closed, message: "the store is closed")

@@ -136,3 +136,44 @@ import Testing
         #expect(try reopened.verify(.init(readData: true)).isClean)
     }
 }
+
+@Suite struct BlobImportTests {
+    @Test func importFollowsTheCallersSymlinks() throws {
+        let dir = TemporaryDirectory()
+        let store = try Store(at: dir.store, configuration: .testing())
+        let target = dir.url.appendingPathComponent("real.bin")
+        try Data("linked bytes".utf8).write(to: target)
+        let link = dir.url.appendingPathComponent("link.bin")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: target)
+        #expect(try store.put(contentsOf: link) == Digest.sha256(Data("linked bytes".utf8)))
+    }
+
+    @Test func rewritingARecordUnchangedCommitsNothing() throws {
+        let dir = TemporaryDirectory()
+        let store = try Store(at: dir.store, configuration: .testing())
+        let record = Record(value: Data("same".utf8))
+        try store.write { try $0.setRecord(record, forKey: "k") }
+        let before = store.wal.appendedLSN
+        try store.write { try $0.setRecord(record, forKey: "k") }
+        #expect(store.wal.appendedLSN == before)
+        #expect(try store.record(forKey: "k") == record)
+    }
+}
+
+@Suite struct NoOpTransactionTests {
+    @Test func anUnchangedRewriteReturnsOnlyOnceWhatItSawIsDurable() throws {
+        let dir = TemporaryDirectory()
+        let store = try Store(at: dir.store, configuration: .testing(durability: .full))
+        let record = Record(value: Data("v".utf8))
+        // Applied but not yet flushed, as another writer's commit is while its leader syncs.
+        try store.core.withLock { core in
+            let commit = LogRecord.Commit(sequence: core.state.commitSequence + 1, time: 0, changes: [.init(key: "k", record: record)])
+            _ = try store.wal.append(.commit(commit))
+            try core.state.apply(commit)
+        }
+        let pending = store.wal.appendedLSN
+        #expect(store.wal.durableLSN < pending)
+        try store.write { try $0.setRecord(record, forKey: "k") }
+        #expect(store.wal.durableLSN >= pending, "the no-op write returned before the commit it rewrote was durable")
+    }
+}

@@ -9,8 +9,9 @@ struct FileSystem: Sendable {
     let io: any FileIO
 
     /// `open(2)` with `O_CLOEXEC | O_NOFOLLOW` added, so a symlink planted in the store is refused.
-    func open(_ path: String, flags: Int32, mode: mode_t = 0o600) throws -> File {
-        switch io.open(path, flags: flags | O_CLOEXEC | O_NOFOLLOW, mode: mode) {
+    /// `followingSymlinks` is for the caller's own files (imports and exports), never the store's.
+    func open(_ path: String, flags: Int32, mode: mode_t = 0o600, followingSymlinks: Bool = false) throws -> File {
+        switch io.open(path, flags: flags | O_CLOEXEC | (followingSymlinks ? 0 : O_NOFOLLOW), mode: mode) {
         case .success(let descriptor): return File(descriptor: descriptor, path: path, io: io)
         case .failure(let error): throw StoreError.io("cannot open", path: path, cause: error)
         }

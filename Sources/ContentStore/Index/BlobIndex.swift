@@ -2,7 +2,8 @@
 /// scan: the set of unreferenced blobs (so collection costs follow the garbage, not the store) and
 /// running byte totals.
 struct BlobIndex: Sendable {
-    private(set) var entries: [Digest: BlobEntry] = [:]
+    /// A ``DigestTable`` rather than a Dictionary: ~60 bytes per blob instead of 75–150.
+    private(set) var entries = DigestTable<BlobEntry>()
     /// Blobs whose count is zero: the only candidates for collection.
     private(set) var unreferenced: Set<Digest> = []
     private(set) var logicalBytes: UInt64 = 0

@@ -43,6 +43,12 @@ final class WriteAheadLog: Sendable {
     }
 
     private let state: Mutex<State>
+    /// Mirrors `State.durableLSN` and `State.writtenLSN`, so a committer whose record a batch already
+    /// covered returns without touching the lock every committer contends for.
+    private let durableMirror = Atomic<UInt64>(0)
+    private let writtenMirror = Atomic<UInt64>(0)
+    /// Bytes appended since the last checkpoint, approximately: what triggers the next one.
+    let bytesSinceCheckpoint = Atomic<UInt64>(0)
 
     private struct Waiter {
         var lsn: UInt64
@@ -58,6 +64,7 @@ final class WriteAheadLog: Sendable {
         self.segmentSizeLimit = segmentSizeLimit
         self.synchronizePacks = synchronizePacks
         state = Mutex(State(segment: segment, completedSegments: olderSegments))
+        bytesSinceCheckpoint.store(olderSegments.values.reduce(0, +) + segment.size, ordering: .relaxed)
     }
 
     /// Creates segment `number` (header written and synced, directory synced). Segments created by one
@@ -87,9 +94,13 @@ final class WriteAheadLog: Sendable {
             if let failure = state.failure { throw failure }
             WALFormat.appendFrame(kind: record.kind.rawValue, payload: payload, salt: state.segment.salt, to: &state.pending)
             state.appendedLSN += UInt64(WALFormat.frameHeaderSize + payload.count)
+            bytesSinceCheckpoint.add(UInt64(WALFormat.frameHeaderSize + payload.count), ordering: .relaxed)
             return state.appendedLSN
         }
     }
+
+    /// The LSN up to which everything is on stable storage.
+    var durableLSN: UInt64 { durableMirror.load(ordering: .acquiring) }
 
     /// The LSN of everything appended so far.
     var appendedLSN: UInt64 { state.withLock { $0.appendedLSN } }
@@ -97,6 +108,8 @@ final class WriteAheadLog: Sendable {
     /// Returns once everything up to `lsn` is written (and, when `synchronously`, on stable storage).
     func flush(upTo lsn: UInt64, synchronously: Bool) throws {
         while true {
+            let covered = synchronously ? durableMirror.load(ordering: .acquiring) : writtenMirror.load(ordering: .acquiring)
+            if covered >= lsn { return }
             enum Step { case done, wait(DispatchSemaphore), lead(Batch) }
             let step: Step = try state.withLock { state in
                 if let failure = state.failure { throw failure }
@@ -138,7 +151,10 @@ final class WriteAheadLog: Sendable {
 
     /// Forgets segments a checkpoint made unnecessary (for ``totalBytes``).
     func segmentsRemoved(before number: UInt64) {
-        state.withLock { state in state.completedSegments = state.completedSegments.filter { $0.key >= number } }
+        state.withLock { state in
+            state.completedSegments = state.completedSegments.filter { $0.key >= number }
+            bytesSinceCheckpoint.store(state.completedSegments.values.reduce(0, +) + state.segment.size + UInt64(state.pending.count), ordering: .relaxed)
+        }
     }
 
     private struct Batch {
@@ -170,8 +186,10 @@ final class WriteAheadLog: Sendable {
             if synchronously { try batch.segment.file.synchronizeData() }
             try state.withLock { state in
                 state.writtenLSN = max(state.writtenLSN, batch.endLSN)
+                writtenMirror.store(state.writtenLSN, ordering: .releasing)
                 if synchronously {
                     state.durableLSN = max(state.durableLSN, batch.endLSN)
+                    durableMirror.store(state.durableLSN, ordering: .releasing)
                     if state.segment.number == batch.segment.number {
                         state.segment.durableSize = batch.segment.size + UInt64(batch.bytes.count)
                     }

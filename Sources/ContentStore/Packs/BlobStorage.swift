@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Where blob entries live. ``PackStore`` keeps them in local pack files; a later backend may keep
 /// packs in an object store. The store needs only these operations.
 protocol BlobStorage: AnyObject, Sendable {
@@ -33,6 +35,8 @@ protocol RecordLog: AnyObject, Sendable {
     func append(_ record: LogRecord) throws -> UInt64
     /// The position after everything appended so far.
     var appendedLSN: UInt64 { get }
+    /// The position up to which everything is on stable storage.
+    var durableLSN: UInt64 { get }
     /// Returns once everything up to `lsn` is written (and, when `synchronously`, durable).
     func flush(upTo lsn: UInt64, synchronously: Bool) throws
     /// Flushes durably and starts a new segment, returning its number: what a checkpoint covers ends here.
@@ -41,6 +45,8 @@ protocol RecordLog: AnyObject, Sendable {
     var currentSegmentNumber: UInt64 { get }
     /// Bytes not yet covered by a checkpoint.
     var totalBytes: UInt64 { get }
+    /// ``totalBytes``, approximately and without a lock: what triggers automatic checkpoints.
+    var bytesSinceCheckpoint: Atomic<UInt64> { get }
     /// Forgets segments a checkpoint made unnecessary.
     func segmentsRemoved(before number: UInt64)
 }

@@ -60,11 +60,12 @@ public struct Transaction {
         encodedSize += size
     }
 
-    /// The effective changes in key order; removals of keys that do not exist are left out.
+    /// The effective changes in key order. Changes that leave a key as it was (removing a missing
+    /// key, setting an identical record) are left out, so an unchanged rewrite commits nothing.
     var effectiveChanges: [LogRecord.Change] {
         changes.keys.sorted().compactMap { key in
             let record = changes[key]!
-            if record == nil && base[key] == nil { return nil }
+            if record == base[key] { return nil }
             return LogRecord.Change(key: key, record: record)
         }
     }

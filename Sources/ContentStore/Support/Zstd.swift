@@ -17,13 +17,14 @@ enum Zstd {
         // One byte less than the input: anything that does not fit is not worth storing compressed.
         let capacity = source.count - 1
         guard capacity > 0 else { return nil }
-        var output = [UInt8](repeating: 0, count: capacity)
-        let written = output.withUnsafeMutableBytes {
-            ZSTD_compressCCtx(context.pointer, $0.baseAddress, capacity, source.baseAddress, source.count, Int32(level))
+        // Uninitialized: zero-filling (and faulting in) an input-sized buffer per call costs more than it seems.
+        var failed = false
+        let output = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
+            let written = ZSTD_compressCCtx(context.pointer, buffer.baseAddress, capacity, source.baseAddress, source.count, Int32(level))
+            failed = ZSTD_isError(written) != 0
+            count = failed ? 0 : written
         }
-        guard ZSTD_isError(written) == 0 else { return nil }
-        output.removeSubrange(written...)
-        return output
+        return failed ? nil : output
     }
 
     struct DecompressionFailed: Error, CustomStringConvertible {

@@ -1,0 +1,48 @@
+// swift-tools-version:6.1
+// The benchmark harness: its own package, so the top-level `make test` never builds it.
+//   make bench    → swift package benchmark   (ordo-one suites in Benchmarks/<Name>/<Name>.swift)
+//   make compare  → swift run -c release compare   (side-by-side runner, writes Docs/benchmarks/)
+import PackageDescription
+
+let package = Package(
+    name: "ContentStoreBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(name: "ContentStore", path: "../"),
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+    ],
+    targets: [
+        // zstd for the peers (ContentStore's own C modules are internal to the engine).
+        .systemLibrary(name: "CBenchZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]),
+        // Corpus generator, deterministic random numbers, POSIX helpers, store fixtures.
+        .target(
+            name: "BenchSupport",
+            dependencies: ["CBenchZstd", .product(name: "ContentStore", package: "ContentStore")]
+        ),
+        .executableTarget(
+            name: "compare",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "ContentStore", package: "ContentStore"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
+
+// ordo-one benchmark suites: Benchmarks/<Name>/<Name>.swift, each `let benchmarks = { ... }`.
+let facades: [String: String] = ["Warehouse": "Warehouse", "DataArchive": "DataArchive"]
+for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive"] {
+    package.targets.append(.executableTarget(
+        name: name + "Benchmarks",
+        dependencies: [
+            "BenchSupport",
+            .product(name: "ContentStore", package: "ContentStore"),
+            .product(name: "Benchmark", package: "benchmark"),
+        ] + (facades[name].map { [.product(name: $0, package: "ContentStore")] } ?? []),
+        path: "Benchmarks/\(name)",
+        plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+    ))
+}

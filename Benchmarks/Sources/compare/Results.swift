@@ -1,0 +1,124 @@
+import Foundation
+
+/// Contender names, in table order.
+enum Name {
+    static let contentStore = "ContentStore"
+    static let sqlite = "SQLite (GRDB)"
+    static let filePerKey = "file-per-key"
+    static let restic = "restic"
+    static let git = "git"
+    static let columns = [contentStore, sqlite, filePerKey, restic, git]
+    static let peers = [sqlite, filePerKey, restic, git]
+}
+
+/// One figure measured for several contenders, once per round.
+struct Measurement: Codable {
+    var id: String
+    var workload: String
+    var unit: String
+    var higherIsBetter: Bool
+    /// Per contender, the value of each round (index = round; nil where it did not run).
+    var rounds: [String: [Double?]] = [:]
+    /// What the machine allows for ContentStore's figure in each round, when there is such a bound.
+    var limitRounds: [Double?] = []
+    var limitNote: String?
+    var note: String?
+
+    init(id: String, workload: String, unit: String, higherIsBetter: Bool, note: String? = nil) {
+        self.id = id
+        self.workload = workload
+        self.unit = unit
+        self.higherIsBetter = higherIsBetter
+        self.note = note
+    }
+
+    /// The median limit over rounds.
+    var limit: Double? { Self.median(limitRounds.compactMap { $0 }) }
+
+    mutating func recordLimit(round: Int, _ value: Double) {
+        while limitRounds.count <= round { limitRounds.append(nil) }
+        limitRounds[round] = value
+    }
+
+    static func median(_ values: [Double]) -> Double? {
+        guard !values.isEmpty else { return nil }
+        let sorted = values.sorted()
+        return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+    }
+
+    mutating func record(_ contender: String, round: Int, _ value: Double) {
+        var values = rounds[contender] ?? []
+        while values.count <= round { values.append(nil) }
+        values[round] = value
+        rounds[contender] = values
+    }
+
+    /// The median over rounds.
+    func value(_ contender: String) -> Double? {
+        Self.median((rounds[contender] ?? []).compactMap { $0 })
+    }
+
+    /// How many times better ContentStore is than `peer` (> 1: ContentStore better), as the median of
+    /// the ratios within each round, so both sides of each ratio ran under the same machine load.
+    func advantage(over peer: String) -> Double? {
+        guard let mine = rounds[Name.contentStore], let theirs = rounds[peer] else { return nil }
+        var ratios: [Double] = []
+        for case let (a?, b?) in zip(mine, theirs) where a > 0 && b > 0 {
+            ratios.append(higherIsBetter ? a / b : b / a)
+        }
+        return Self.median(ratios)
+    }
+
+    /// ContentStore's figure as a fraction of the machine's limit measured in the same round (for
+    /// lower-is-better figures, limit / value); the median over rounds.
+    var fractionOfLimit: Double? {
+        guard let mine = rounds[Name.contentStore] else { return nil }
+        var fractions: [Double] = []
+        for case let (value?, limit?) in zip(mine, limitRounds) where value > 0 && limit > 0 {
+            fractions.append(higherIsBetter ? value / limit : limit / value)
+        }
+        return Self.median(fractions)
+    }
+}
+
+/// A target from issue 7 and whether this run met it.
+struct TargetVerdict: Codable {
+    var target: String
+    var required: String
+    var measured: String
+    var met: Bool?
+}
+
+struct RunInfo: Codable {
+    var date: String
+    var host: String
+    var cpu: String
+    var cores: Int
+    var memoryGiB: Double
+    var kernel: String
+    var scratchDirectory: String
+    var corpusBytes: Int
+    var corpusUniqueBytes: Int
+    var corpusFiles: Int
+    var corpusShares: [String: Int]
+    var rounds: Int
+    var commitSeconds: Double
+    var readSeconds: Double
+    var readBlocks: Int
+    var elapsedSeconds: Double
+    var tools: [String: String]
+    var skipped: [String: String]
+}
+
+struct Report: Codable {
+    var run: RunInfo
+    /// The probes of each round.
+    var limits: [MachineLimits]
+    var measurements: [Measurement]
+    var advantages: [String: [String: Double]]
+    var fractionsOfLimit: [String: Double]
+    var contentStoreStatistics: [String: Double]
+    /// Per round: wall and CPU seconds of ContentStore's ingest, and thread-seconds spent in put and in commit.
+    var contentStoreIngestBreakdown: [[String: Double]]
+    var targets: [TargetVerdict]
+}

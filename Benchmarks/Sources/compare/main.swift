@@ -1,0 +1,328 @@
+import BenchSupport
+import ContentStore
+import Foundation
+import Synchronization
+
+// The comparison runner: the same workloads on each contender, alternating within every round,
+// with the machine's limits probed in every round too. See Docs/benchmarks/README.md.
+
+let started = monotonicNanoseconds()
+let options = Options.parse(CommandLine.arguments)
+let cores = ProcessInfo.processInfo.activeProcessorCount
+let scratch = try POSIX.scratchDirectory("compare")
+defer { if !options.keepScratch { POSIX.removeTree(POSIX.scratchRoot) } }
+Progress.log("scratch directory \(scratch); \(options.rounds) rounds; \(cores) cores")
+
+// MARK: Inputs
+
+Progress.log("generating a \(options.corpusMB) MB corpus")
+let corpus = try Corpus.generate(at: scratch + "/corpus", totalBytes: options.corpusMB * 1_000_000)
+Progress.log(String(format: "corpus: %d files, %.1f MB, %.1f MB unique (text %.0f, source %.0f, binary %.0f, duplicates %.0f MB)",
+                    corpus.files.count, Double(corpus.totalBytes) / 1e6, Double(corpus.uniqueBytes) / 1e6,
+                    Double(corpus.bytes(of: .text)) / 1e6, Double(corpus.bytes(of: .source)) / 1e6,
+                    Double(corpus.bytes(of: .binary)) / 1e6, Double(corpus.bytes(of: .duplicate)) / 1e6))
+var generator = ContentGenerator(seed: 42)
+let blocks = (0 ..< options.readBlocks).map { _ in generator.textBlock(size: 4096) }
+let probe = try LimitProbe(corpus: corpus, readBlocks: blocks, scratch: scratch)
+
+// The 10% of files deleted before collection: the same for every contender.
+let deletedPaths: [String] = {
+    var random = DeterministicRandom(seed: 99)
+    var indices = Array(corpus.files.indices)
+    for i in indices.indices.reversed() { indices.swapAt(i, random.below(i + 1)) }
+    return indices.prefix(corpus.files.count / 10).map { corpus.files[$0].path }
+}()
+
+/// The stored (zstd -3) bytes of blobs that only the deleted files reference: all a collector can win back.
+let garbageStoredBytes: Int = {
+    let deleted = Set(deletedPaths)
+    var referencedByLive = Set<Int>()
+    for (index, file) in corpus.files.enumerated() where !deleted.contains(file.path) {
+        referencedByLive.insert(file.original ?? index)
+    }
+    var total = 0
+    var seen = Set<Int>()
+    for (index, file) in corpus.files.enumerated() where deleted.contains(file.path) {
+        let blob = file.original ?? index
+        guard !referencedByLive.contains(blob), seen.insert(blob).inserted else { continue }
+        total += probe.files[blob].withUnsafeBytes { ZstdCodec.compress($0)?.count ?? $0.count }
+    }
+    return total
+}()
+
+// MARK: Contenders
+
+typealias Factory = @Sendable (String) throws -> any Contender
+let allBuiltIns: [(name: String, make: Factory)] = [
+    (Name.contentStore, { try ContentStoreContender(directory: $0) }),
+    (Name.sqlite, { try SQLiteContender(directory: $0) }),
+    (Name.filePerKey, { try FilePerKeyContender(directory: $0) }),
+]
+let builtIns = allBuiltIns.filter { options.includes(contender: $0.name) }
+var tools: [String: String] = [:]
+var skipped: [String: String] = [:]
+var externals: [ExternalTool] = []
+for (command, name) in [("restic", Name.restic), ("git", Name.git)] where options.includes(contender: name) {
+    guard options.external else {
+        skipped[name] = "skipped with --no-external"
+        continue
+    }
+    let tool = ExternalTool.locate(command, name: name)
+    if let reason = tool.skipReason {
+        skipped[name] = reason
+        Progress.log("\(name): \(reason)")
+    } else {
+        tools[name] = tool.version
+        externals.append(tool)
+    }
+}
+
+/// `items` rotated by `round`, so every contender takes every position in turn.
+func rotated<T>(_ items: [T], by round: Int) -> [T] {
+    guard !items.isEmpty else { return items }
+    let k = round % items.count
+    return Array(items[k...] + items[..<k])
+}
+
+// MARK: Measurements
+
+let mb = 1e6
+var ingest = Measurement(id: "ingest", workload: "bulk ingest", unit: "MB/s", higherIsBetter: true)
+var ingestCPU = Measurement(id: "ingest-cpu", workload: "bulk ingest: CPU time", unit: "CPU s", higherIsBetter: false,
+                            note: "user + system CPU seconds of the ingest (restic and git: of their processes); not what limits wall time on a loaded machine")
+var ingestBreakdown: [[String: Double]] = []
+var ingestSize = Measurement(id: "ingest-size", workload: "bulk ingest: bytes on disk", unit: "MB", higherIsBetter: false)
+var reingest = Measurement(id: "reingest", workload: "re-ingest, unchanged (dedup)", unit: "MB/s", higherIsBetter: true)
+var collect = Measurement(id: "gc", workload: "delete 10% + collect", unit: "s", higherIsBetter: false,
+                          note: "ContentStore: default collection, which drops the blobs from the index but rewrites a pack only once 50% of it is dead (and never the active pack), so it returns no disk space here; no ratio is given. SQLite: DELETE + VACUUM")
+var collectCompacted = Measurement(id: "gc-compacted", workload: "delete 10% + collect, then compact", unit: "s", higherIsBetter: false,
+                                   note: "ContentStore: default collection, then a second with pack rewrite threshold 0.01; peers as above (one step)")
+var reclaimed = Measurement(id: "gc-reclaimed", workload: "delete 10% + collect: disk bytes reclaimed", unit: "MB", higherIsBetter: true)
+var reclaimedCompacted = Measurement(id: "gc-reclaimed-compacted", workload: "… then compact: disk bytes reclaimed", unit: "MB", higherIsBetter: true)
+var commits1 = Measurement(id: "commits-1", workload: "durable commits, 1 writer", unit: "commits/s", higherIsBetter: true)
+var commits16 = Measurement(id: "commits-16", workload: "durable commits, 16 writers", unit: "commits/s", higherIsBetter: true)
+var reads = Measurement(id: "reads", workload: "random 4 KiB point reads", unit: "ops/s", higherIsBetter: true)
+var readsP50 = Measurement(id: "reads-p50", workload: "random 4 KiB point reads: p50", unit: "µs", higherIsBetter: false)
+var readsP99 = Measurement(id: "reads-p99", workload: "random 4 KiB point reads: p99", unit: "µs", higherIsBetter: false)
+var contentStoreStatistics: [String: Double] = [:]
+var limitRounds: [MachineLimits] = []
+let corpusMB = Double(corpus.totalBytes) / mb
+let commitValue = Data((0 ..< 100).map { UInt8(truncatingIfNeeded: $0 &* 37) })
+
+// Point-read stores are built once and read in every round.
+var readers: [(name: String, contender: any Contender, digests: [Digest])] = []
+for (index, entrant) in builtIns.enumerated() where options.includes(workload: "reads") {
+    Progress.log("point reads: storing \(blocks.count) blobs of 4 KiB in \(entrant.name)")
+    let contender = try entrant.make(try POSIX.scratchDirectory("compare/reads-\(index)"))
+    let digests = try blocks.map { try contender.put($0) }
+    try contender.finishPuts()
+    readers.append((entrant.name, contender, digests))
+}
+sync()
+
+for round in 0 ..< options.rounds {
+    let label = "round \(round + 1)/\(options.rounds)"
+
+    // Limits, probed in this round.
+    if options.probeLimits {
+        Progress.log("\(label): machine limits")
+        let limits = try probe.run()
+        limitRounds.append(limits)
+        ingestSize.recordLimit(round: round, Double(limits.zstdStoredBytes) / mb)
+        ingestCPU.recordLimit(round: round, limits.ingestCPUSeconds)
+        reclaimed.recordLimit(round: round, Double(garbageStoredBytes) / mb)
+        reclaimedCompacted.recordLimit(round: round, Double(garbageStoredBytes) / mb)
+        Progress.log(String(format: "%@: per core SHA-256 %.0f MB/s, zstd-3 %.0f MB/s (CPU time); on %d threads now: ingest compute %.0f MB/s, hashing %.0f MB/s; write %.0f MB/s; append+fdatasync %.3f ms, overwrite+fdatasync %.3f ms; verified 4 KiB decode %.0f/s",
+                            label, limits.sha256MBpsPerCore, limits.zstdMBpsPerCore, cores,
+                            Double(corpus.totalBytes) / 1e6 / limits.ingestComputeSeconds,
+                            Double(corpus.totalBytes) / 1e6 / limits.reingestComputeSeconds,
+                            limits.writeMBps, limits.appendSyncMedianMs, limits.overwriteSyncMedianMs, limits.pointReadOpsPerSecond))
+    }
+
+    // 1, 2, 5: ingest, re-ingest, delete + collect.
+    let entrants: [(name: String, make: Factory?, tool: ExternalTool?)] =
+        builtIns.map { ($0.name, $0.make, nil) } + externals.map { ($0.name, nil, $0) }
+    for entrant in rotated(entrants, by: round) where options.includes(workload: "ingest") {
+        let directory = try POSIX.scratchDirectory("compare/run")
+        if let tool = entrant.tool {
+            let cpuBefore = cpuSeconds(children: true)
+            let seconds = try tool.ingest(corpus, into: directory)
+            ingest.record(entrant.name, round: round, corpusMB / seconds)
+            ingestCPU.record(entrant.name, round: round, cpuSeconds(children: true) - cpuBefore)
+            ingestSize.record(entrant.name, round: round, Double(tool.repositorySize(directory)) / mb)
+            Progress.log(String(format: "%@: %@ ingest %.1f MB/s (%.2f CPU s)", label, entrant.name, corpusMB / seconds, ingestCPU.rounds[entrant.name]?[round] ?? 0))
+        } else if let make = entrant.make {
+            if options.probeLimits && entrant.name == Name.contentStore, var limits = limitRounds.last {
+                // The compute bound, probed right before ContentStore's run (the load changes by the second).
+                (limits.ingestComputeSeconds, limits.reingestComputeSeconds) = try probe.computeSeconds()
+                limitRounds[limitRounds.count - 1] = limits
+                ingest.recordLimit(round: round, limits.ingestMBps(totalBytes: corpus.totalBytes))
+                reingest.recordLimit(round: round, limits.reingestMBps(totalBytes: corpus.totalBytes))
+            }
+            let contender = try make(directory)
+            let cpuBefore = cpuSeconds()
+            let first = try measureSeconds { try contender.ingest(corpus, threads: options.ingestThreads) }
+            let cpu = cpuSeconds() - cpuBefore
+            let size = POSIX.diskUsage(directory)
+            ingest.record(entrant.name, round: round, corpusMB / first)
+            ingestCPU.record(entrant.name, round: round, cpu)
+            var breakdown = ""
+            if let store = contender as? ContentStoreContender {
+                let (put, commit) = (store.putTime.take(), store.commitTime.take())
+                let workers = store.workerCPU.withLock { value in defer { value = 0 }; return value }
+                ingestBreakdown.append(["round": Double(round + 1), "seconds": first, "cpuSeconds": cpu, "workerCPUSeconds": workers,
+                                        "threadSecondsInPut": put, "threadSecondsInCommit": commit])
+                breakdown = String(format: " [%.2f s wall; CPU %.2f s, of which the %d workers %.2f s; thread-seconds in put %.2f, in commit %.2f]",
+                                   first, cpu, cores, workers, put, commit)
+            }
+            ingestSize.record(entrant.name, round: round, Double(size) / mb)
+            if round == 0, let store = (contender as? ContentStoreContender)?.store {
+                let statistics = try store.statistics()
+                contentStoreStatistics = [
+                    "blobCount": Double(statistics.blobCount), "logicalBytes": Double(statistics.logicalBytes),
+                    "storedBytes": Double(statistics.storedBytes), "packCount": Double(statistics.packCount),
+                    "walBytes": Double(statistics.walBytes), "recordCount": Double(statistics.recordCount),
+                ]
+            }
+            let second = try measureSeconds { try contender.ingest(corpus, threads: options.ingestThreads) }
+            if let store = contender as? ContentStoreContender {
+                _ = (store.putTime.take(), store.commitTime.take(), store.workerCPU.withLock { value in defer { value = 0 }; return value })
+            }
+            reingest.record(entrant.name, round: round, corpusMB / second)
+            let before = POSIX.diskUsage(directory)
+            let steps = try contender.deleteAndCollect(deletedPaths) { POSIX.diskUsage(directory) }
+            let total = steps.reduce(0) { $0 + $1.seconds }
+            collect.record(entrant.name, round: round, steps[0].seconds)
+            reclaimed.record(entrant.name, round: round, (Double(before) - Double(steps[0].diskBytesAfter)) / mb)
+            collectCompacted.record(entrant.name, round: round, total)
+            reclaimedCompacted.record(entrant.name, round: round, (Double(before) - Double(steps.last!.diskBytesAfter)) / mb)
+            try contender.close()
+            Progress.log(String(format: "%@: %@ ingest %.1f MB/s (%.1f MB on disk, %.2f CPU s)%@, re-ingest %.1f MB/s, %@",
+                                label, entrant.name, corpusMB / first, Double(size) / mb, cpu, breakdown, corpusMB / second,
+                                steps.map { String(format: "%@ %.2f s", $0.name, $0.seconds) }.joined(separator: ", ")))
+        }
+        POSIX.removeTree(directory)
+        sync()  // the next contender must not pay for this one's write-back
+    }
+
+    // 3: durable small commits. ContentStore's bound is the sync latency probed right before its run.
+    for entrant in rotated(builtIns, by: round) where options.includes(workload: "commits") {
+        for writers in [1, 16] {
+            if options.probeLimits && entrant.name == Name.contentStore {
+                let bound = Double(writers) / (try probe.syncFloorMs() / 1000)
+                if writers == 1 { commits1.recordLimit(round: round, bound) } else { commits16.recordLimit(round: round, bound) }
+            }
+            let directory = try POSIX.scratchDirectory("compare/run")
+            let contender = try entrant.make(directory)
+            let committed = Atomic<Int>(0)
+            let deadline = monotonicNanoseconds() + UInt64(options.commitSeconds * 1e9)
+            let seconds = try measureSeconds {
+                try runThreads(writers) { writer in
+                    var count = 0
+                    var value = commitValue
+                    while monotonicNanoseconds() < deadline {
+                        // A new value every time: a store may (and ContentStore does) skip a set that changes nothing.
+                        value.withUnsafeMutableBytes { $0.storeBytes(of: UInt64(count), as: UInt64.self) }
+                        try contender.commit(key: "writer\(writer)/key\(count % 1024)", value: value)
+                        count += 1
+                    }
+                    committed.add(count, ordering: .relaxed)
+                }
+            }
+            let rate = Double(committed.load(ordering: .relaxed)) / seconds
+            if writers == 1 { commits1.record(entrant.name, round: round, rate) } else { commits16.record(entrant.name, round: round, rate) }
+            try contender.close()
+            POSIX.removeTree(directory)
+            sync()
+            Progress.log(String(format: "%@: %@ durable commits, %d writer%@: %.0f/s", label, entrant.name, writers, writers == 1 ? "" : "s", rate))
+        }
+    }
+
+    // 4: random 4 KiB point reads, one thread, one read per get.
+    for reader in rotated(readers, by: round) {
+        if options.probeLimits && reader.name == Name.contentStore {
+            let rate = try probe.pointReadOpsPerSecond()
+            reads.recordLimit(round: round, rate)
+            if var limits = limitRounds.last {
+                limits.pointReadOpsPerSecond = rate
+                limitRounds[limitRounds.count - 1] = limits
+            }
+        }
+        var random = DeterministicRandom(seed: UInt64(round) &+ 1000)
+        for _ in 0 ..< 2000 { _ = try reader.contender.read(reader.digests[random.below(reader.digests.count)]) }
+        var latencies: [Double] = []
+        latencies.reserveCapacity(1 << 20)
+        let start = monotonicNanoseconds()
+        let deadline = start + UInt64(options.readSeconds * 1e9)
+        var now = start
+        while now < deadline {
+            let digest = reader.digests[random.below(reader.digests.count)]
+            let before = now
+            _ = try reader.contender.read(digest)
+            now = monotonicNanoseconds()
+            latencies.append(Double(now - before) / 1000)
+        }
+        let rate = Double(latencies.count) / (Double(now - start) / 1e9)
+        let summary = Summary(latencies)
+        reads.record(reader.name, round: round, rate)
+        readsP50.record(reader.name, round: round, summary.median)
+        readsP99.record(reader.name, round: round, summary.p99)
+        Progress.log(String(format: "%@: %@ point reads %.0f/s, p50 %.1f µs, p99 %.1f µs", label, reader.name, rate, summary.median, summary.p99))
+    }
+}
+for reader in readers { try reader.contender.close() }
+
+// MARK: Report
+
+ingest.limitNote = "SHA-256 of all bytes + zstd -3 of unique bytes on \(cores) threads (from memory, probed right before ContentStore's run), or the stored bytes at the write bandwidth if slower"
+ingestSize.limitNote = "zstd -3 of each unique file"
+ingestCPU.limitNote = "SHA-256 of all bytes + zstd -3 of unique bytes, CPU seconds"
+reingest.limitNote = "SHA-256 of all bytes on \(cores) threads (from memory, probed right before ContentStore's run)"
+commits1.limitNote = "1 / the cheapest durable write (fdatasync after a 128-byte append or a 4 KiB overwrite), probed right before each run"
+commits16.limitNote = "16 / the cheapest durable write, probed right before each run: one sync shared by all 16 writers"
+reads.limitNote = "zstd decode + SHA-256 of a 4 KiB blob from memory, 1 core, probed right before ContentStore's run"
+reclaimed.limitNote = "stored bytes of the blobs that only deleted files referenced"
+reclaimedCompacted.limitNote = reclaimed.limitNote
+
+let measurements = [ingest, ingestCPU, ingestSize, reingest, commits1, commits16, reads, readsP50, readsP99, collect, collectCompacted, reclaimed, reclaimedCompacted]
+var advantages: [String: [String: Double]] = [:]
+var fractions: [String: Double] = [:]
+// The default collection returns no disk space (it only drops blobs from the index until packs are
+// mostly dead), so its seconds are not comparable with peers that delete files or VACUUM: no ratio.
+let notComparable: Set<String> = ["gc", "gc-reclaimed"]
+for measurement in measurements {
+    for peer in Name.peers where !notComparable.contains(measurement.id) {
+        if let advantage = measurement.advantage(over: peer) { advantages[measurement.id, default: [:]][peer] = advantage }
+    }
+    if let fraction = measurement.fractionOfLimit { fractions[measurement.id] = fraction }
+}
+
+func verdict(_ target: String, _ required: String, _ value: Double?, _ threshold: Double, _ format: String) -> TargetVerdict {
+    guard let value else { return TargetVerdict(target: target, required: required, measured: "not measured", met: nil) }
+    return TargetVerdict(target: target, required: required, measured: String(format: format, value), met: value >= threshold)
+}
+var targets = [
+    verdict("bulk ingest vs restic", "≥ 5×", advantages["ingest"]?[Name.restic], 5, "%.2f×"),
+    verdict("bulk ingest vs the machine limit", "≥ 80%", fractions["ingest"].map { $0 * 100 }, 80, "%.0f%%"),
+    verdict("durable commits, 16 writers, vs SQLite synchronous=FULL", "≥ 8×", advantages["commits-16"]?[Name.sqlite], 8, "%.2f×"),
+    verdict("point reads vs SQLite", "≥ 5×", advantages["reads"]?[Name.sqlite], 5, "%.2f×"),
+]
+if let fraction = fractions["commits-16"], let bound = commits16.limit {
+    targets.append(TargetVerdict(target: "durable commits, 16 writers, vs the sync bound", required: "(reported)",
+                                 measured: String(format: "%.0f%% of %.0f/s", fraction * 100, bound), met: nil))
+}
+if let p99 = readsP99.value(Name.contentStore), let sqliteP99 = readsP99.value(Name.sqlite) {
+    targets.append(TargetVerdict(target: "point reads p99, ContentStore vs SQLite", required: "(reported)",
+                                 measured: String(format: "%.1f µs vs %.1f µs", p99, sqliteP99), met: nil))
+}
+let elapsed = Double(monotonicNanoseconds() - started) / 1e9
+targets.append(TargetVerdict(target: "the comparison run itself (build excluded)", required: "≤ 600 s",
+                             measured: String(format: "%.0f s", elapsed), met: elapsed <= 600))
+
+let report = Report(
+    run: RunInfo.current(options: options, corpus: corpus, elapsed: elapsed, tools: tools, skipped: skipped),
+    limits: limitRounds, measurements: measurements, advantages: advantages, fractionsOfLimit: fractions,
+    contentStoreStatistics: contentStoreStatistics, contentStoreIngestBreakdown: ingestBreakdown, targets: targets)
+try ReportWriter(report: report).write(to: options.output)
+Progress.log("done in \(Int(elapsed)) s; wrote \(options.output)/latest.md, latest.json, latest.svg")
+print(try String(contentsOfFile: options.output + "/latest.md", encoding: .utf8))
