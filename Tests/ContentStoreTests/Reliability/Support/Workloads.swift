@@ -3,8 +3,9 @@ import Synchronization
 import Testing
 @testable import ContentStore
 
-/// The record states a store may be in after a failure: every acknowledged commit applied, plus
-/// any subset... in practice at most the one commit whose fate the failure left open.
+/// The record states a store may be in after a failure: every acknowledged commit applied, with or
+/// without each commit whose fate is open (the one in flight at a crash, or one whose `write`
+/// failed with `io`; after such a failure the log refuses everything, so in practice there is one).
 ///
 /// Transactions in these workloads are blind writes (fixed new records per key), so a commit's
 /// effect does not depend on the state it lands on.
