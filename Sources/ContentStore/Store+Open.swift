@@ -142,6 +142,13 @@ extension Store {
         }
 
         var segments = try fileSystem.contents(of: layout.wal).compactMap(WALFormat.number(fromFileName:)).sorted()
+        // Numbers count up from 1, one per segment: the last one there can be is a forgery, and
+        // would leave no number for the next segment. Refused before anything is deleted.
+        let highest = max(firstSegment, segments.last ?? 0)
+        guard highest < .max else {
+            let path = highest == firstSegment ? layout.checkpoints + "/" + Checkpoint.fileName(highest) : layout.wal + "/" + WALFormat.fileName(highest)
+            throw StoreError.corrupted("segment number \(highest) leaves none for the next segment", path: path)
+        }
         if segments.contains(where: { $0 < firstSegment }) {
             // The checkpoint's name must be durable before the segments it replaces go: the checkpoint
             // that wrote it may have failed to sync its directory.

@@ -27,9 +27,11 @@ enum Checkpoint {
 
     static func fileName(_ firstSegment: UInt64) -> String { hex16(firstSegment) + ".ckpt" }
 
+    /// The first segment the checkpoint `name` names; nil for any other name, including other
+    /// spellings of a number (`UInt64(_:radix:)` also takes a sign and capitals).
     static func firstSegment(fromFileName name: String) -> UInt64? {
-        guard name.hasSuffix(".ckpt"), name.utf8.count == 21 else { return nil }
-        return UInt64(name.prefix(16), radix: 16)
+        guard let number = UInt64(name.prefix(16), radix: 16), name == fileName(number) else { return nil }
+        return number
     }
 
     struct Contents {

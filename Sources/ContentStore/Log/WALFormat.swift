@@ -16,9 +16,11 @@ enum WALFormat {
 
     static func fileName(_ number: UInt64) -> String { hex16(number) + ".log" }
 
+    /// The number of the segment `name` names; nil for any other name, including other spellings of
+    /// a number (`UInt64(_:radix:)` also takes a sign and capitals): they are not the store's files.
     static func number(fromFileName name: String) -> UInt64? {
-        guard name.hasSuffix(".log"), name.utf8.count == 20 else { return nil }
-        return UInt64(name.prefix(16), radix: 16)
+        guard let number = UInt64(name.prefix(16), radix: 16), name == fileName(number) else { return nil }
+        return number
     }
 
     static func header(number: UInt64, salt: UInt32) -> [UInt8] {

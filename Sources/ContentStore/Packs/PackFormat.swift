@@ -21,9 +21,11 @@ enum PackFormat {
 
     static func fileName(_ id: UInt32) -> String { hex8(id) + ".pack" }
 
+    /// The id of the pack `name` names; nil for any other name, including other spellings of an id
+    /// (`UInt32(_:radix:)` also takes a sign and capitals): they are not the store's files.
     static func id(fromFileName name: String) -> UInt32? {
-        guard name.hasSuffix(".pack"), name.utf8.count == 13 else { return nil }
-        return UInt32(name.prefix(8), radix: 16)
+        guard let id = UInt32(name.prefix(8), radix: 16), name == fileName(id) else { return nil }
+        return id
     }
 
     static func header(id: UInt32, createdMilliseconds: UInt64) -> [UInt8] {
