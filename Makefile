@@ -60,12 +60,16 @@ compare: deps
 	cd Benchmarks && ./.build/release/compare --output ../Docs/benchmarks $(COMPARE_ARGS)
 
 # Reliability (Docs/reliability.md).
-# crash-soak: the process-crash test with CRASH_KILLS SIGKILLs (default 10,000; CI runs 200).
+# Each run prints `reliability:` lines with its counts and records them as JSON in
+# .build/debug/reliability/ (Fuzz/.build-fuzz/reliability/ for fuzz).
+# crash-soak: the process-crash test with CRASH_KILLS SIGKILLs (default 10,000; CI runs 200) from
+# seed CRASH_SEED (default 1: the workloads and kill delays; a failure names its seed and run).
 CRASH_KILLS ?= 10000
+CRASH_SEED  ?= 1
 .PHONY: crash-soak fuzz sanitize
 crash-soak: deps
 	$(SWIFT) build --build-tests
-	RELIABILITY_CRASH_KILLS=$(CRASH_KILLS) $(SWIFT) test --skip-build --filter ProcessCrashTests
+	RELIABILITY_CRASH_KILLS=$(CRASH_KILLS) RELIABILITY_CRASH_SEED=$(CRASH_SEED) $(SWIFT) test --skip-build --filter ProcessCrashTests
 
 # fuzz: each libFuzzer target (WAL segment, checkpoint, pack) for FUZZ_SECONDS (default 60).
 FUZZ_SECONDS ?= 60

@@ -3,7 +3,8 @@
 # on its committed seed corpus (Fuzz/corpus/<name>) plus a working corpus (Fuzz/corpus-work/, not
 # committed). A crash, a hang (-timeout), or a single allocation over FUZZ_MALLOC_LIMIT_MB
 # (default 64; the targets use limits that never need more) fails the run and leaves the input
-# in Fuzz/corpus-work/artifacts/<name>/. Prints the executions per target.
+# in Fuzz/corpus-work/artifacts/<name>/. Prints the executions, coverage and peak RSS per target and
+# records them in Fuzz/.build-fuzz/reliability/fuzz.json.
 #   FUZZ_SECONDS=600 Fuzz/fuzz.sh            longer
 #   FUZZ_TARGETS="FuzzPack" Fuzz/fuzz.sh      one target
 set -euo pipefail
@@ -33,7 +34,11 @@ corpus_of() {
     case $1 in FuzzWALSegment) echo wal ;; FuzzCheckpoint) echo checkpoint ;; FuzzPack) echo pack ;; *) echo "$1" ;; esac
 }
 
+# A count for the JSON summary, or null when libFuzzer did not print it.
+number() { if [[ $1 =~ ^[0-9]+$ ]]; then echo "$1"; else echo null; fi; }
+
 summary=()
+records=()
 status=0
 for target in $targets; do
     name=$(corpus_of "$target")
@@ -50,14 +55,20 @@ for target in $targets; do
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     coverage=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")
+    rss=$(grep -o 'stat::peak_rss_mb: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     if [ $code -ne 0 ]; then
         status=1
         tail -40 "$log"
         summary+=("$target: FAILED (exit $code) after $runs executions; input in $artifacts")
     else
-        summary+=("$target: $runs executions in ${seconds}s ($rate/s), coverage $coverage edges, no crash, hang or oversized allocation")
+        summary+=("$target: $runs executions in ${seconds}s ($rate/s), coverage $coverage edges, peak RSS $rss MB, no crash, hang or oversized allocation")
     fi
+    records+=("\"$target\": {\"executions\": $(number "$runs"), \"seconds\": $seconds, \"coverageEdges\": $(number "$coverage"), \"peakRSSMegabytes\": $(number "$rss"), \"exitCode\": $code}")
 done
 echo
 printf '%s\n' "${summary[@]}"
+# The counts, for Docs/reliability.md and the issue's closing note.
+mkdir -p "$scratch/reliability"
+{ echo "{"; printf '  %s,\n' "${records[@]}" | sed '$ s/,$//'; echo "}"; } >"$scratch/reliability/fuzz.json"
+echo "recorded in Fuzz/$scratch/reliability/fuzz.json"
 exit $status

@@ -46,7 +46,8 @@ extension Reliability {
                     await Task.yield()  // a long sweep must not hold a thread async tests need
                 }
             }
-            print("I/O faults: \(workload): \(calls) calls, \(injected) faults injected")
+            ReliabilityReport.record("io-faults-\(workload)", ["calls": calls, "faultsInjected": injected, "stride": stride],
+                                     summary: "I/O faults: \(workload): \(calls) calls, \(injected) faults injected (ENOSPC and EIO, every \(stride == 1 ? "" : "\(stride)th ")call)")
         }
 
         func run(_ workload: CoreWorkload, with fault: PowerCutFileIO.Fault, in directory: URL) throws {

@@ -77,7 +77,10 @@ extension Reliability {
                 try? FileManager.default.removeItem(at: image.url)
                 await Task.yield()  // a long sweep must not hold a thread async tests need
             }
-            print("power loss: \(workload): \(io.syncCount) sync points, \(all.count) images checked, \(runner.journal.acknowledged) commits acknowledged")
+            ReliabilityReport.record("power-loss-\(workload)", [
+                "syncPoints": io.syncCount, "images": all.count + 1, "acknowledgedCommits": runner.journal.acknowledged, "mixesPerSyncPoint": mixes,
+            ], summary: "power loss: \(workload): \(io.syncCount) sync points swept, \(all.count + 1) images checked (\(mixes) random mixes per sync point), "
+                + "\(runner.journal.acknowledged) commits acknowledged")
         }
     }
 }

@@ -82,7 +82,7 @@ extension Reliability {
             let store = dir.store
             var random = SeededRandom(seed: seed)
             var state: Journal.State = [:]
-            var survived = 0, acknowledgedTotal = 0, inFlightApplied = 0, exitedEarly = 0
+            var killed = 0, survived = 0, acknowledgedTotal = 0, inFlightApplied = 0, exitedEarly = 0
             let started = ContinuousClock.now
 
             for run in 0 ..< kills {
@@ -103,6 +103,7 @@ extension Reliability {
                 try await Task.sleep(for: .microseconds(delay))
                 kill(process.processIdentifier, SIGKILL)
                 process.waitUntilExit()
+                killed += 1
                 let output = String(decoding: try Data(contentsOf: outputURL), as: UTF8.self)
                 let errors = String(decoding: try Data(contentsOf: errorURL), as: UTF8.self)
                 try? FileManager.default.removeItem(at: outputURL)
@@ -154,7 +155,10 @@ extension Reliability {
             }
             #expect(survived == kills)
             #expect(acknowledgedTotal > kills, "the workload should commit between kills")
-            print("process crashes: \(kills) kills, \(survived) survived, \(acknowledgedTotal) acknowledged commits checked, "
+            ReliabilityReport.record("process-crashes", [
+                "kills": killed, "survived": survived, "seed": Int(seed), "acknowledgedCommitsChecked": acknowledgedTotal,
+                "unacknowledgedCommitsFoundApplied": inFlightApplied, "earlyExits": exitedEarly,
+            ], summary: "process crashes: \(killed) kills (seed \(seed)), \(survived) survived, \(acknowledgedTotal) acknowledged commits checked, "
                 + "\(inFlightApplied) unacknowledged commits found applied, \(exitedEarly) early exits, in \(ContinuousClock.now - started)")
         }
     }
