@@ -163,7 +163,10 @@ final class BlockingValue: ValueConverter, Sendable {
     init(release: DispatchSemaphore) { self.release = release }
     static func from(data: Data) -> BlockingValue? { nil }
     var toData: Data? {
-        if release.wait(timeout: .now() + 30) == .timedOut { timedOut.store(true, ordering: .relaxed) }
+        // Long enough that only a real deadlock (the other key waiting for this one) times it out:
+        // under a sanitizer the whole suite keeps the cooperative pool busy for minutes, and the
+        // test's awaits between `set` and `release` wait for a thread that long.
+        if release.wait(timeout: .now() + 600) == .timedOut { timedOut.store(true, ordering: .relaxed) }
         return bytes("released")
     }
     var value: Int { 0 }
