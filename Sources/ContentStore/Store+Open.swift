@@ -7,6 +7,9 @@ import Foundation
 enum FormatFile {
     static let version: UInt32 = 1
     static let magic: [UInt8] = Array("CSTORE\0\0".utf8)
+    /// Larger than any FORMAT file: a small stranger is refused by ``check(_:path:)`` as not a
+    /// store, a huge (sparse) one before it is read.
+    static let maximumFileSize: UInt64 = 4096
 
     static func encoded() -> [UInt8] {
         var writer = ByteWriter(capacity: 20)
@@ -68,7 +71,7 @@ extension Store {
             let parent = (layout.root as NSString).deletingLastPathComponent
             if !parent.isEmpty, parent != layout.root { try fileSystem.synchronizeDirectory(parent) }
         }
-        try FormatFile.check(try fileSystem.readFile(layout.format), path: layout.format)
+        try FormatFile.check(try fileSystem.readFile(layout.format, maximumSize: FormatFile.maximumFileSize), path: layout.format)
         for directory in [layout.wal, layout.packs, layout.checkpoints] {
             switch fileSystem.kind(of: directory) {
             case .missing:
@@ -101,7 +104,8 @@ extension Store {
         let file = try fileSystem.open(layout.lock, flags: O_RDWR | O_CREAT)
         var wait: useconds_t = 1000
         while try !file.tryLockExclusively() {
-            let holder = (try? file.readExactly(Int(try file.size()), at: 0)).map { String(decoding: $0, as: UTF8.self) }?
+            // A pid and a newline: at most 32 bytes are read, whatever size the file claims.
+            let holder = (try? file.readExactly(Int(min(try file.size(), 32)), at: 0)).map { String(decoding: $0, as: UTF8.self) }?
                 .trimmingCharacters(in: .whitespacesAndNewlines)
             let pid = holder.flatMap { Int32($0) }
             // A child this process is spawning holds a copy of every descriptor, close-on-exec ones

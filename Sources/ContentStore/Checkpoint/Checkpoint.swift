@@ -131,46 +131,52 @@ enum Checkpoint {
     /// Loads a checkpoint file. Damage anywhere is `corrupted`, naming the file and the offset of the
     /// damaged header or frame.
     static func load(path: String, limits: Store.Limits, fileSystem: FileSystem) throws -> Contents {
-        let bytes = try fileSystem.readFile(path)
-        return try bytes.withUnsafeBytes { try decode($0, path: path, limits: limits) }
+        try decode(try fileSystem.open(path, flags: O_RDONLY), limits: limits)
     }
 
-    /// Decodes checkpoint bytes (separate from ``load(path:limits:fileSystem:)`` so it can be fuzzed).
-    static func decode(_ bytes: UnsafeRawBufferPointer, path: String, limits: Store.Limits) throws -> Contents {
-        guard bytes.count >= headerSize,
-              bytes[0 ..< 8].elementsEqual(magic),
-              CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[0 ..< 36])) == bytes.loadUnaligned(fromByteOffset: 36, as: UInt32.self).littleEndian
-        else { throw StoreError.corrupted("checkpoint header is damaged", path: path, offset: 0) }
-        let version = bytes.loadUnaligned(fromByteOffset: 8, as: UInt32.self).littleEndian
+    /// Decodes a checkpoint file (any ``File``, so the fuzzer can hand it one in memory).
+    ///
+    /// Read frame by frame, each checked before the next is read, so memory grows with the frames
+    /// that check out, never with the file's size: a sparse file claims any size on no disk space.
+    static func decode(_ file: File, limits: Store.Limits) throws -> Contents {
+        let path = file.path
+        let size = try file.size()
+        guard size >= UInt64(headerSize) else { throw StoreError.corrupted("checkpoint header is damaged", path: path, offset: 0) }
+        let header = try file.readExactly(headerSize, at: 0)
+        guard header[0 ..< 8].elementsEqual(magic), CRC32C.checksum(Array(header[0 ..< 36])) == load32(header, at: 36) else {
+            throw StoreError.corrupted("checkpoint header is damaged", path: path, offset: 0)
+        }
+        let version = load32(header, at: 8)
         guard version == Checkpoint.version else {
             throw StoreError(code: .unsupportedFormat, message: "checkpoint version \(version) is not supported", path: path)
         }
-        let firstSegment = bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self).littleEndian
-        let commitSequence = bytes.loadUnaligned(fromByteOffset: 24, as: UInt64.self).littleEndian
+        let firstSegment = load64(header, at: 16)
+        let commitSequence = load64(header, at: 24)
 
         var body: [UInt8] = []
-        var offset = headerSize
+        var offset = UInt64(headerSize)
         while true {
-            guard offset + 8 <= bytes.count else { throw StoreError.corrupted("checkpoint ends without its end frame", path: path, offset: UInt64(offset)) }
-            let length = Int(bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self).littleEndian)
-            let crc = bytes.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self).littleEndian
+            guard offset + 8 <= size else { throw StoreError.corrupted("checkpoint ends without its end frame", path: path, offset: offset) }
+            let frameHeader = try file.readExactly(8, at: offset)
+            let length = Int(load32(frameHeader, at: 0))
+            let crc = load32(frameHeader, at: 4)
             if length == 0 {
-                guard offset + 16 <= bytes.count else { throw StoreError.corrupted("checkpoint end frame is truncated", path: path, offset: UInt64(offset)) }
-                let lengthBytes = UnsafeRawBufferPointer(rebasing: bytes[offset + 8 ..< offset + 16])
-                guard CRC32C.mask(CRC32C.checksum(lengthBytes)) == crc,
-                      lengthBytes.loadUnaligned(as: UInt64.self).littleEndian == UInt64(body.count)
-                else { throw StoreError.corrupted("checkpoint end frame is damaged", path: path, offset: UInt64(offset)) }
+                guard offset + 16 <= size else { throw StoreError.corrupted("checkpoint end frame is truncated", path: path, offset: offset) }
+                let lengthBytes = try file.readExactly(8, at: offset + 8)
+                guard CRC32C.mask(CRC32C.checksum(lengthBytes)) == crc, load64(lengthBytes, at: 0) == UInt64(body.count) else {
+                    throw StoreError.corrupted("checkpoint end frame is damaged", path: path, offset: offset)
+                }
                 break
             }
-            guard length <= frameSize, offset + 8 + length <= bytes.count else {
-                throw StoreError.corrupted("checkpoint frame length \(length) is invalid", path: path, offset: UInt64(offset))
+            guard length <= frameSize, offset + 8 + UInt64(length) <= size else {
+                throw StoreError.corrupted("checkpoint frame length \(length) is invalid", path: path, offset: offset)
             }
-            let payload = UnsafeRawBufferPointer(rebasing: bytes[offset + 8 ..< offset + 8 + length])
+            let payload = try file.readExactly(length, at: offset + 8)
             guard CRC32C.mask(CRC32C.checksum(payload)) == crc else {
-                throw StoreError.corrupted("checkpoint frame fails its checksum", path: path, offset: UInt64(offset))
+                throw StoreError.corrupted("checkpoint frame fails its checksum", path: path, offset: offset)
             }
             body.append(contentsOf: payload)
-            offset += 8 + length
+            offset += 8 + UInt64(length)
         }
         do {
             let state = try body.withUnsafeBytes { try decodeBody($0, commitSequence: commitSequence, limits: limits) }
@@ -178,6 +184,14 @@ enum Checkpoint {
         } catch {
             throw StoreError.corrupted("checkpoint body does not parse (\(error))", path: path)
         }
+    }
+
+    private static func load32(_ bytes: [UInt8], at offset: Int) -> UInt32 {
+        bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: UInt32.self).littleEndian }
+    }
+
+    private static func load64(_ bytes: [UInt8], at offset: Int) -> UInt64 {
+        bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: UInt64.self).littleEndian }
     }
 
     struct Malformed: Error, CustomStringConvertible { var description: String }

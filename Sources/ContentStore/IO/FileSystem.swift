@@ -54,9 +54,14 @@ struct FileSystem: Sendable {
         try synchronizeDirectory(directory)
     }
 
-    /// Reads a whole (small) file.
-    func readFile(_ path: String) throws -> [UInt8] {
+    /// Reads a whole file, refusing one over `maximumSize` before allocating: a sparse file claims
+    /// any size on no disk space.
+    func readFile(_ path: String, maximumSize: UInt64) throws -> [UInt8] {
         let file = try open(path, flags: O_RDONLY)
-        return try file.readExactly(Int(try file.size()), at: 0)
+        let size = try file.size()
+        guard size <= maximumSize else {
+            throw StoreError.corrupted("file is \(size) bytes, over the \(maximumSize) bytes any such file of a store has", path: path)
+        }
+        return try file.readExactly(Int(size), at: 0)
     }
 }

@@ -125,7 +125,7 @@ extension Store {
         for number in numbers {
             let path = layout.wal + "/" + WALFormat.fileName(number)
             do {
-                let bytes = try fileSystem.readFile(path)
+                let bytes = try fileSystem.readFile(path, maximumSize: WALSegmentReader.maximumSegmentFileSize)
                 _ = try bytes.withUnsafeBytes {
                     try WALSegmentReader.read($0, path: path, expectedNumber: number, isLast: number == current,
                                               limits: configuration.limits) { _, _ in }

@@ -394,6 +394,32 @@ extension Reliability {
             try store.close()
         }
 
+        /// Defect: opening read FORMAT and the newest checkpoint whole, allocating their size before
+        /// looking at a byte: a sparse file claiming a terabyte (on no disk space) made the open
+        /// allocate a terabyte. FORMAT is now refused by its size, and a checkpoint is read frame by
+        /// frame, each checked before the next. (Before the fix this test crashed the test process.)
+        @Test(arguments: ["FORMAT", "checkpoint"])
+        func aSparseFileClaimingATerabyteIsRefusedWithoutBeingRead(_ which: String) throws {
+            let dir = TemporaryDirectory()
+            do {
+                let store = try Store(at: dir.store)
+                try store.write { try $0.setRecord(Record(value: Data("v".utf8)), forKey: "k") }
+                try store.checkpoint()
+                try store.close()
+            }
+            let file = which == "FORMAT"
+                ? dir.store.appendingPathComponent("FORMAT")
+                : try #require(try files(in: dir.store.appendingPathComponent("checkpoint"), withExtension: "ckpt").last)
+            let handle = try FileHandle(forWritingTo: file)
+            try handle.truncate(atOffset: 0)
+            try handle.truncate(atOffset: 1 << 40)
+            try handle.close()
+
+            let error = #expect(throws: StoreError.self) { try Store(at: dir.store) }
+            #expect(error?.code == .corrupted, "\(String(describing: error))")
+            #expect(error?.path == file.path, "\(String(describing: error))")
+        }
+
         /// Defect: telling a torn tail from damage scanned the bytes after a bad frame for sync points
         /// by checking a whole frame at every offset, each as long as its length field claimed:
         /// quadratic. A last segment with 16 MiB of garbage after its header took 20 s to open (a
