@@ -117,6 +117,8 @@ extension Reliability {
                 }
                 let (transactions, acknowledged, failures) = try Self.parse(output)
                 #expect(failures.isEmpty, "\(label): \(failures)")
+                // Under `make sanitize` the workload is sanitized too; ThreadSanitizer reports and runs on.
+                #expect(!errors.contains("Sanitizer"), "\(label): the workload's sanitizer report: \(errors.suffix(4000))")
 
                 // The recovered counter says how many commits made it; they must be exactly this run's
                 // transactions up to it, in counter order, on top of the state the last run left.
