@@ -30,6 +30,14 @@ for target in $targets; do
     fi
 done
 
+# The malloc limit must be live, or an oversized allocation would pass unnoticed: a pack whose one
+# entry is a 277-byte zstd frame of 8 MiB (limit-check/pack-8mib-blob, flags byte 1: repair the
+# checksums) must trip a 4 MiB limit.
+if [[ " $targets " == *" FuzzPack "* ]] && "$bin/FuzzPack" -malloc_limit_mb=4 limit-check/pack-8mib-blob >/dev/null 2>&1; then
+    echo "FuzzPack decoded an 8 MiB blob under -malloc_limit_mb=4: the malloc limit is not enforced" >&2
+    exit 2
+fi
+
 corpus_of() {
     case $1 in FuzzWALSegment) echo wal ;; FuzzCheckpoint) echo checkpoint ;; FuzzPack) echo pack ;; *) echo "$1" ;; esac
 }
