@@ -42,8 +42,11 @@ import Glibc
         while Date() < deadline || kills < 3 {
             seed += 1
             let child = try CommandLineTool.start(["_torture", "gc", "--store", dir.store.path, "--seed", "\(seed)"])
-            // From early in the open to several rounds in.
-            usleep(useconds_t(20_000 + random.next() % 400_000))
+            // From early in the open to several rounds in. Until a round has completed, the window
+            // doubles with each kill (up to 16 times): a slow build (a sanitizer, a loaded machine)
+            // must still get collections to finish between kills.
+            let window = UInt64(400_000) << min(roundsCompleted == 0 ? kills : 0, 4)
+            usleep(useconds_t(20_000 + random.next() % window))
             kill(child.pid, SIGKILL)
             let outcome = child.wait()
             if child.wasKilled {
