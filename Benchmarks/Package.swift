@@ -34,7 +34,7 @@ let package = Package(
 
 // ordo-one benchmark suites: Benchmarks/<Name>/<Name>.swift, each `let benchmarks = { ... }`.
 let facades: [String: String] = ["Warehouse": "Warehouse", "DataArchive": "DataArchive"]
-for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive"] {
+for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive", "LargeData"] {
     package.targets.append(.executableTarget(
         name: name + "Benchmarks",
         dependencies: [

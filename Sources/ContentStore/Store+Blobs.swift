@@ -78,6 +78,10 @@ extension Store {
     public func get(_ digest: Digest) throws -> Data {
         try checkOpen()
         let (entry, file) = try locate(digest)
+        // An entry claiming more than its stored bytes can hold is damage, whatever the size limit.
+        if !entry.isManifest {
+            try PackReader.checkLengths(Self.expected(digest, entry), limits: configuration.limits, path: file.path, offset: entry.location.offset)
+        }
         let size = entry.isManifest ? try chunkedSize(of: digest) : UInt64(entry.rawLength)
         guard size <= UInt64(max(0, configuration.limits.maximumGetSize)) else {
             throw StoreError.limitExceeded("blob \(digest) is \(size) bytes; get returns at most \(configuration.limits.maximumGetSize) (export streams it)")
@@ -105,7 +109,7 @@ extension Store {
 
     func readBlob(_ digest: Digest, entry: BlobEntry, from file: File, verify: Bool? = nil) throws -> Data {
         let offset = entry.location.offset
-        let expected = PackReader.ExpectedEntry(digest: digest, rawLength: entry.rawLength, storedLength: entry.storedLength, compressed: entry.isCompressed)
+        let expected = Self.expected(digest, entry)
         // Checked before the read allocates: an index entry claiming a huge blob cannot exhaust memory.
         try PackReader.checkLengths(expected, limits: configuration.limits, path: file.path, offset: offset)
         let stored = try file.readExactly(PackFormat.entryHeaderSize + Int(entry.storedLength), at: offset)
@@ -113,6 +117,10 @@ extension Store {
             try PackReader.decodeEntry(raw, expected: expected, verify: verify ?? configuration.verifiesReads,
                                        limits: configuration.limits, path: file.path, offset: offset)
         }
+    }
+
+    static func expected(_ digest: Digest, _ entry: BlobEntry) -> PackReader.ExpectedEntry {
+        PackReader.ExpectedEntry(digest: digest, rawLength: entry.rawLength, storedLength: entry.storedLength, compressed: entry.isCompressed)
     }
 
     /// Whether the store holds the blob.

@@ -41,6 +41,9 @@ extension Store {
     /// for the whole put keeps collection away from them (their times are all at or after it) until
     /// the root is placed.
     func putChunked(knownDigest: Digest?, read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> Digest {
+        guard configuration.chunking.maximumSize <= configuration.limits.maximumBlobSize else {
+            throw StoreError.limitExceeded("chunks of up to \(configuration.chunking.maximumSize) bytes exceed the blob limit of \(configuration.limits.maximumBlobSize)")
+        }
         let pin = snapshots.pin(at: nowSeconds)
         defer { withExtendedLifetime(pin) {} }
         let chunker = Chunker(configuration.chunking)

@@ -138,10 +138,8 @@ public final class Store: Sendable {
         } catch {
             throw StoreError.invalidArgument("\(error)")
         }
-        guard configuration.chunkingThreshold > configuration.chunking.maximumSize,
-              configuration.chunkingThreshold <= configuration.limits.maximumBlobSize
-        else {
-            throw StoreError.invalidArgument("the chunking threshold \(configuration.chunkingThreshold) must exceed the maximum chunk size \(configuration.chunking.maximumSize) and not exceed the blob size limit")
+        guard configuration.chunkingThreshold > configuration.chunking.maximumSize else {
+            throw StoreError.invalidArgument("the chunking threshold \(configuration.chunkingThreshold) does not exceed the maximum chunk size \(configuration.chunking.maximumSize)")
         }
         if let interval = configuration.maintenanceInterval, interval <= .zero {
             throw StoreError.invalidArgument("the maintenance interval must be positive")

@@ -199,6 +199,17 @@ import Testing
         #expect(throws: StoreError.code(.invalidArgument)) { try Store(at: dir.store, configuration: configuration) }
     }
 
+    /// Chunks larger than the blob limit would be refused when read: a put that needs them is refused.
+    @Test func chunksOverTheBlobLimitAreRefused() throws {
+        let dir = TemporaryDirectory()
+        var configuration = Self.configuration()
+        configuration.limits.maximumBlobSize = 1000
+        let store = try Store(at: dir.store, configuration: configuration)
+        #expect(throws: StoreError.code(.limitExceeded)) { try store.put(Data(count: 10_000)) }
+        #expect(try store.statistics().blobCount == 0)
+        try store.close()
+    }
+
     /// Two versions share most chunks; dropping one collects what only it held, keeps the rest, and
     /// leaves exact counts. The counts after WAL replay and after a checkpoint equal the live ones.
     @Test func collectionKeepsSharedChunksAndCountsSurviveRecovery() throws {

@@ -109,3 +109,18 @@ public struct ChunkingParameters: Hashable, Sendable {
         }
     }
 }
+
+extension ChunkingParameters {
+    /// The lengths of the chunks `bytes` is cut into with these parameters, in order (they add up
+    /// to `bytes.count`): how a store with these parameters chunks a blob of these bytes. The same
+    /// bytes always give the same lengths (Docs/chunking.md).
+    ///
+    /// - Throws: `invalidArgument` when the parameters are invalid.
+    public func chunkLengths(of bytes: UnsafeRawBufferPointer) throws -> [Int] {
+        do {
+            return try Chunker(validating: self).chunkLengths(of: bytes)
+        } catch {
+            throw StoreError.invalidArgument("\(error)")
+        }
+    }
+}
