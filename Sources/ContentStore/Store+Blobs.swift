@@ -53,8 +53,12 @@ extension Store {
     /// Compresses `bytes` (keeping them raw when that is no smaller) and appends them to a pack.
     /// The caller places the result in the index, then settles the pack.
     func appendEntry(_ digest: Digest, bytes: UnsafeRawBufferPointer, manifest: Bool = false, time: UInt32) throws -> LogRecord.BlobPlacement {
-        let compressed = Zstd.compress(bytes, level: configuration.compressionLevel)
-        return try compressed.map { payload in
+        try appendEntry(digest, bytes: bytes, compressed: Zstd.compress(bytes, level: configuration.compressionLevel), manifest: manifest, time: time)
+    }
+
+    /// Appends `bytes` to a pack, as `compressed` (their zstd frame) when there is one.
+    func appendEntry(_ digest: Digest, bytes: UnsafeRawBufferPointer, compressed: [UInt8]?, manifest: Bool = false, time: UInt32) throws -> LogRecord.BlobPlacement {
+        try compressed.map { payload in
             try payload.withUnsafeBytes { try append(digest, compressed: true, manifest: manifest, rawLength: bytes.count, payload: $0, time: time) }
         } ?? append(digest, compressed: false, manifest: manifest, rawLength: bytes.count, payload: bytes, time: time)
     }

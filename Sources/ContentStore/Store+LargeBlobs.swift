@@ -8,10 +8,16 @@ import Synchronization
 extension Store {
     /// Bytes a chunked put reads per batch: large enough that the handoff between the reading and
     /// the storing thread costs nothing, small enough that the batches in flight stay a few MiB.
-    static let chunkingBatchSize = 4 << 20
-    /// Batches handed to the storing thread and not yet stored. With the one being read, memory
-    /// holds three batches at most.
-    static let chunkingBatchesInFlight = 2
+    static let chunkingBatchSize = 2 << 20
+    /// Batches handed to the storing thread and not yet stored: the reading thread fills the next
+    /// batch while one is stored, so memory holds two batches (and their compressed forms).
+    static let chunkingBatchesInFlight = 1
+    /// A chunked put flushes the WAL after this many batches (64 MiB), so the records it buffers
+    /// stay bounded too (and, with ``Durability/full``, what it stored so far is durable).
+    static let chunkingBatchesPerFlush = 32
+    /// Threads compressing the chunks of a batch: zstd is most of a put's work, and the reading
+    /// thread alone does not keep a second core busy.
+    static let chunkingCompressionThreads = 2
 
     /// A chunk cut from a batch: where it lies in the batch and its digest.
     struct CutChunk: Sendable {
@@ -157,9 +163,10 @@ extension Store {
         var placements: [LogRecord.BlobPlacement] = []
         defer { for placement in placements { packs.settle(placement.location.pack) } }
         try batch.withUnsafeBytes { raw in
-            for index in absent {
+            let compressed = compress(absent.map { UnsafeRawBufferPointer(rebasing: raw[chunks[$0].range]) })
+            for (index, payload) in zip(absent, compressed) {
                 let chunk = chunks[index]
-                placements.append(try appendEntry(chunk.digest, bytes: UnsafeRawBufferPointer(rebasing: raw[chunk.range]), time: time))
+                placements.append(try appendEntry(chunk.digest, bytes: UnsafeRawBufferPointer(rebasing: raw[chunk.range]), compressed: payload, time: time))
             }
         }
         try core.withLock { core in
@@ -175,6 +182,28 @@ extension Store {
             _ = try wal.append(.blobs(fresh))
             core.state.apply(fresh)
         }
+    }
+
+    /// The zstd frames of `pieces` (nil where compression does not help), compressed by
+    /// ``chunkingCompressionThreads`` threads, each taking every other piece.
+    private func compress(_ pieces: [UnsafeRawBufferPointer]) -> [[UInt8]?] {
+        let level = configuration.compressionLevel
+        let threads = Self.chunkingCompressionThreads
+        let results = UnsafeMutableBufferPointer<[UInt8]?>.allocate(capacity: pieces.count)
+        results.initialize(repeating: nil)
+        defer {
+            results.deinitialize()
+            results.deallocate()
+        }
+        // Each thread writes only its own slots, and the buffers outlive concurrentPerform.
+        nonisolated(unsafe) let slots = results
+        nonisolated(unsafe) let inputs = pieces
+        DispatchQueue.concurrentPerform(iterations: threads) { thread in
+            for index in stride(from: thread, to: inputs.count, by: threads) {
+                slots[index] = Zstd.compress(inputs[index], level: level)
+            }
+        }
+        return Array(results)
     }
 
     // MARK: Reading
@@ -278,6 +307,7 @@ private final class ChunkWriter: Sendable {
     private struct State {
         var builder = ManifestBuilder()
         var error: (any Error)?
+        var batches = 0
     }
 
     private let store: Store
@@ -303,6 +333,13 @@ private final class ChunkWriter: Sendable {
                     chunks.flatMap { state.builder.append(chunk: .init(digest: $0.digest, length: UInt64($0.range.count))) }
                 }
                 try store.storeManifestNodes(nodes.map { ($0.digest, $0.encoded, nil, $0.node.entries.map(\.digest)) }, time: time)
+                let batches = state.withLock { state in
+                    state.batches += 1
+                    return state.batches
+                }
+                if batches % Store.chunkingBatchesPerFlush == 0 {
+                    try store.wal.flush(upTo: store.wal.appendedLSN, synchronously: store.configuration.durability == .full)
+                }
             } catch {
                 state.withLock { $0.error = $0.error ?? error }
             }
