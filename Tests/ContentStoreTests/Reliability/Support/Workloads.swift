@@ -92,6 +92,9 @@ final class WorkloadRunner {
         configuration.durability = .full
         configuration.packSizeTarget = 64 * 1024
         configuration.walSegmentSize = 64 * 1024
+        // Blobs over 8 KiB are chunked into 1 KiB chunks: the workloads' larger blobs make manifest trees.
+        configuration.chunking = ChunkingParameters(minimumSize: 256, averageSize: 1024, maximumSize: 4096)
+        configuration.chunkingThreshold = 8 * 1024
         configuration.now = { [clock] in clock.now }
         configuration.fileIO = fileIO
     }
@@ -210,6 +213,9 @@ enum CoreWorkload: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case packRewrite
     /// Garbage blobs dropped and a wholly dead pack deleted; a dry run; a second collection after a reopen.
     case collection
+    /// Versions of a chunked blob sharing most chunks; versions dropped and collected through their
+    /// manifest trees (the cascade), with a reopen and a checkpoint between.
+    case chunkedBlobs
 
     var testDescription: String { rawValue }
 
@@ -257,6 +263,25 @@ enum CoreWorkload: String, CaseIterable, Sendable, CustomTestStringConvertible {
             runner.randomCommit(keys: 4, fresh: runner.putRandomBlobs(2, size: 500 ... 3000))
             runner.reopen()
             runner.commit(["kept": Record?.none])
+            runner.clock.advance(by: 7200)
+            runner.collectGarbage()
+            runner.randomCommit(keys: 4, fresh: runner.putRandomBlobs(1, size: 500 ... 3000))
+        case .chunkedBlobs:
+            var content = runner.random.bytes(40_000)
+            for version in 0 ..< 4 {
+                let offset = Int(runner.random.next() % 39_000)
+                content.replaceSubrange(offset ..< offset + 512, with: runner.random.bytes(512))
+                if let digest = runner.put(content) {
+                    runner.commit(["v\(version)": Record(value: Data([UInt8(version)]), references: [digest])])
+                }
+                if version == 1 { runner.reopen() }
+            }
+            runner.commit(["v0": Record?.none, "v1": Record?.none])
+            runner.clock.advance(by: 7200)
+            runner.collectGarbage()
+            runner.checkpoint()
+            runner.reopen()
+            runner.commit(["v2": Record?.none])
             runner.clock.advance(by: 7200)
             runner.collectGarbage()
             runner.randomCommit(keys: 4, fresh: runner.putRandomBlobs(1, size: 500 ... 3000))
