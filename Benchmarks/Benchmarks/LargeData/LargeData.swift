@@ -106,7 +106,7 @@ let benchmarks: @Sendable () -> Void = {
                 }
                 try store.close()
                 let stored = POSIX.diskUsage(versions.directory + "/store")
-                let oneVersion = versions.bytes.withUnsafeBytes { Codec.compress($0)?.count ?? $0.count }
+                let oneVersion = versions.bytes.withUnsafeBytes { ZstdCodec.compress($0)?.count ?? $0.count }
                 benchmark.measurement(storedRatio, Int(Double(stored) / Double(oneVersion) * 100))
             } catch {
                 benchmark.error("\(error)")
