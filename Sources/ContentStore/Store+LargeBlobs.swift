@@ -98,18 +98,7 @@ extension Store {
     /// Stores the manifest nodes of a put: those the index lacks are written and placed with their
     /// children (one WAL record for all), the others freshened.
     func storeManifestNodes(_ nodes: [(digest: Digest, encoded: [UInt8], logicalSize: UInt64?, children: [Digest])], time: UInt32) throws {
-        let absent = try core.withLock { core -> [Int] in
-            guard core.isOpen else { throw Store.closedError }
-            var seen = Set<Digest>()
-            return nodes.indices.filter { index in
-                let digest = nodes[index].digest
-                if core.state.blobs[digest] != nil {
-                    core.state.blobs.freshen(digest, time: time)
-                    return false
-                }
-                return seen.insert(digest).inserted
-            }
-        }
+        let absent = try absentIndices(nodes.map(\.digest), time: time)
         var placements: [LogRecord.ManifestPlacement] = []
         defer { for manifest in placements { packs.settle(manifest.placement.location.pack) } }
         for index in absent {
@@ -119,14 +108,7 @@ extension Store {
         }
         try core.withLock { core in
             guard core.isOpen else { throw Store.closedError }
-            let fresh = placements.filter { manifest in
-                guard core.state.blobs[manifest.placement.digest] == nil else {
-                    // A concurrent put of the same content won; this copy is dead space.
-                    core.state.blobs.freshen(manifest.placement.digest, time: time)
-                    return false
-                }
-                return true
-            }
+            let fresh = placements.filter { Self.isAbsent($0.placement.digest, from: &core, time: time) }
             guard !fresh.isEmpty else { return }
             var placed = Set(fresh.map(\.placement.digest))
             for manifest in fresh {
@@ -148,18 +130,7 @@ extension Store {
     /// Stores the chunks of one batch: those the index lacks are compressed, written and placed
     /// (one WAL record for the batch), the others freshened.
     func storeChunks(_ batch: [UInt8], _ chunks: [CutChunk], time: UInt32) throws {
-        let absent = try core.withLock { core -> [Int] in
-            guard core.isOpen else { throw Store.closedError }
-            var seen = Set<Digest>()
-            return chunks.indices.filter { index in
-                let digest = chunks[index].digest
-                if core.state.blobs[digest] != nil {
-                    core.state.blobs.freshen(digest, time: time)
-                    return false
-                }
-                return seen.insert(digest).inserted
-            }
-        }
+        let absent = try absentIndices(chunks.map(\.digest), time: time)
         var placements: [LogRecord.BlobPlacement] = []
         defer { for placement in placements { packs.settle(placement.location.pack) } }
         try batch.withUnsafeBytes { raw in
@@ -171,17 +142,29 @@ extension Store {
         }
         try core.withLock { core in
             guard core.isOpen else { throw Store.closedError }
-            let fresh = placements.filter { placement in
-                guard core.state.blobs[placement.digest] == nil else {
-                    core.state.blobs.freshen(placement.digest, time: time)
-                    return false
-                }
-                return true
-            }
+            let fresh = placements.filter { Self.isAbsent($0.digest, from: &core, time: time) }
             guard !fresh.isEmpty else { return }
             _ = try wal.append(.blobs(fresh))
             core.state.apply(fresh)
         }
+    }
+
+    /// The indices of the digests the index lacks (each digest's first occurrence only); the others
+    /// are freshened, so collection keeps them for the put that reuses them.
+    private func absentIndices(_ digests: [Digest], time: UInt32) throws -> [Int] {
+        try core.withLock { core in
+            guard core.isOpen else { throw Store.closedError }
+            var seen = Set<Digest>()
+            return digests.indices.filter { Self.isAbsent(digests[$0], from: &core, time: time) && seen.insert(digests[$0]).inserted }
+        }
+    }
+
+    /// Whether the index lacks `digest`; freshens it when it has it (for a blob just written, a
+    /// concurrent put of the same bytes won, and this copy is dead space).
+    private static func isAbsent(_ digest: Digest, from core: inout Core, time: UInt32) -> Bool {
+        guard core.state.blobs[digest] != nil else { return true }
+        core.state.blobs.freshen(digest, time: time)
+        return false
     }
 
     /// The zstd frames of `pieces` (nil where compression does not help), compressed by

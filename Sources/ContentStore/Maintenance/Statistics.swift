@@ -5,7 +5,7 @@ import Foundation
 /// Computed from running totals and the set of unreferenced blobs: the cost follows the garbage and
 /// the number of packs, never the number of blobs.
 public struct Statistics: Codable, Sendable, Hashable {
-    /// Distinct blobs held.
+    /// Distinct blobs held (a chunked blob counts as its chunks and manifest nodes, shared ones once).
     public var blobCount: Int
     /// Uncompressed bytes of those blobs. A chunked blob counts through its chunks, so bytes that
     /// versions of a large file share count once; its manifest nodes count nothing here (their
