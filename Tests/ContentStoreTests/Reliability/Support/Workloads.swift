@@ -210,6 +210,9 @@ enum CoreWorkload: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case packRewrite
     /// Garbage blobs dropped and a wholly dead pack deleted; a dry run; a second collection after a reopen.
     case collection
+    /// Small blobs committed one by one, their pack bytes carried by the WAL instead of a pack sync;
+    /// a large blob whose pack is synced; a reopen and a checkpoint between.
+    case smallCommits
 
     var testDescription: String { rawValue }
 
@@ -260,6 +263,13 @@ enum CoreWorkload: String, CaseIterable, Sendable, CustomTestStringConvertible {
             runner.clock.advance(by: 7200)
             runner.collectGarbage()
             runner.randomCommit(keys: 4, fresh: runner.putRandomBlobs(1, size: 500 ... 3000))
+        case .smallCommits:
+            for step in 0 ..< 14 {
+                let large = step == 6 ? runner.put(runner.random.bytes(Store.Configuration().loggedPackBytesLimit + 4096)) : nil
+                runner.randomCommit(keys: 6, fresh: runner.putRandomBlobs(1, size: 100 ... 3000) + (large.map { [$0] } ?? []))
+                if step == 8 { runner.reopen() }
+                if step == 11 { runner.checkpoint() }
+            }
         }
         runner.close()
     }
