@@ -92,6 +92,8 @@ final class WorkloadRunner {
         configuration.durability = .full
         configuration.packSizeTarget = 64 * 1024
         configuration.walSegmentSize = 64 * 1024
+        // Small, so both ways a commit makes pack bytes durable occur: carried by the WAL, and synced.
+        configuration.loggedPackBytesLimit = 16 * 1024
         configuration.now = { [clock] in clock.now }
         configuration.fileIO = fileIO
     }
@@ -265,7 +267,7 @@ enum CoreWorkload: String, CaseIterable, Sendable, CustomTestStringConvertible {
             runner.randomCommit(keys: 4, fresh: runner.putRandomBlobs(1, size: 500 ... 3000))
         case .smallCommits:
             for step in 0 ..< 14 {
-                let large = step == 6 ? runner.put(runner.random.bytes(Store.Configuration().loggedPackBytesLimit + 4096)) : nil
+                let large = step == 6 ? runner.put(runner.random.bytes(runner.configuration.loggedPackBytesLimit + 4096)) : nil
                 runner.randomCommit(keys: 6, fresh: runner.putRandomBlobs(1, size: 100 ... 3000) + (large.map { [$0] } ?? []))
                 if step == 8 { runner.reopen() }
                 if step == 11 { runner.checkpoint() }
