@@ -128,7 +128,7 @@ final class PackStore: Sendable {
             if let failure = state.failure { throw failure }
             return state.unsynced.compactMap { pack, file -> (pack: UInt32, file: File, range: Range<UInt64>)? in
                 let end = state.sizes[pack] ?? 0
-                let start = state.unlogged[pack] ?? end
+                let start = state.unlogged[pack] ?? 0  // unknown: carry or sync the whole pack
                 return start < end ? (pack, file, start ..< end) : nil
             }
         }
