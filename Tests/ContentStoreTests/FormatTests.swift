@@ -51,8 +51,9 @@ import Testing
         #expect(decoded == record)
     }
 
-    @Test func packBytesBeyondAnyPackOffsetAreRefused() {
-        let record = LogRecord.packBytes(.init(pack: 1, offset: BlobEntry.maximumOffset, bytes: [1]))
+    @Test(arguments: [BlobEntry.maximumOffset, UInt64.max])
+    func packBytesBeyondAnyPackOffsetAreRefused(offset: UInt64) {
+        let record = LogRecord.packBytes(.init(pack: 1, offset: offset, bytes: [1]))
         #expect(throws: LogRecord.Malformed.self) {
             try record.encoded().withUnsafeBytes { try LogRecord.decode(kind: record.kind.rawValue, payload: $0, limits: .init()) }
         }

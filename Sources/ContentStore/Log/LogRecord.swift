@@ -167,7 +167,7 @@ enum LogRecord: Equatable {
                 let pack = try reader.read(UInt32.self)
                 let offset = try reader.read(UInt64.self)
                 let bytes = Array(try reader.readLengthPrefixed(limit: WALFormat.maximumPackBytes))
-                guard pack <= BlobEntry.maximumPackID, offset + UInt64(bytes.count) <= BlobEntry.maximumOffset else {
+                guard pack <= BlobEntry.maximumPackID, offset <= BlobEntry.maximumOffset - UInt64(bytes.count) else {
                     throw Malformed(description: "pack bytes at \(pack):\(offset) are out of range")
                 }
                 record = .packBytes(PackBytes(pack: pack, offset: offset, bytes: bytes))
