@@ -15,9 +15,6 @@ extension Store {
     /// A chunked put flushes the WAL after this many batches (64 MiB), so the records it buffers
     /// stay bounded too (and, with ``Durability/full``, what it stored so far is durable).
     static let chunkingBatchesPerFlush = 32
-    /// Threads compressing the chunks of a batch: zstd is most of a put's work, and the reading
-    /// thread alone does not keep a second core busy.
-    static let chunkingCompressionThreads = 2
 
     /// A chunk cut from a batch: where it lies in the batch and its digest.
     struct CutChunk: Sendable {
@@ -167,27 +164,32 @@ extension Store {
         return false
     }
 
-    /// The zstd frames of `pieces` (nil where compression does not help), compressed by
-    /// ``chunkingCompressionThreads`` threads, each taking every other piece.
+    /// The zstd frames of `pieces` (nil where compression does not help). The calling thread takes
+    /// every other piece and ``compressionHelper`` the rest: a queue of its own rather than
+    /// `concurrentPerform`, whose workers come from the pool every other blocking client of
+    /// Dispatch in the process shares (two cores give it two).
     private func compress(_ pieces: [UnsafeRawBufferPointer]) -> [[UInt8]?] {
         let level = configuration.compressionLevel
-        let threads = Self.chunkingCompressionThreads
         let results = UnsafeMutableBufferPointer<[UInt8]?>.allocate(capacity: pieces.count)
         results.initialize(repeating: nil)
         defer {
             results.deinitialize()
             results.deallocate()
         }
-        // Each thread writes only its own slots, and the buffers outlive concurrentPerform.
+        // Each side writes only its own slots, and the buffers outlive the wait below.
         nonisolated(unsafe) let slots = results
         nonisolated(unsafe) let inputs = pieces
-        DispatchQueue.concurrentPerform(iterations: threads) { thread in
-            for index in stride(from: thread, to: inputs.count, by: threads) {
-                slots[index] = Zstd.compress(inputs[index], level: level)
-            }
+        let helped = DispatchGroup()
+        Self.compressionHelper.async(group: helped) {
+            for index in stride(from: 1, to: inputs.count, by: 2) { slots[index] = Zstd.compress(inputs[index], level: level) }
         }
+        for index in stride(from: 0, to: inputs.count, by: 2) { slots[index] = Zstd.compress(inputs[index], level: level) }
+        helped.wait()
         return Array(results)
     }
+
+    /// The second compressing thread of chunked puts (shared by concurrent puts).
+    private static let compressionHelper = DispatchQueue(label: "ContentStore.chunk-compression")
 
     // MARK: Reading
 
