@@ -19,21 +19,21 @@ protocol ArchiveClient: AnyObject, Sendable {
     func fireAndForget(values: ArchiveValues, keys: [String], count: Int) throws
 }
 
-/// Values of one size, each one distinct (its first 8 bytes a counter), as edited documents are.
-struct ArchiveValues: Sendable {
+/// Values of one size, each one distinct (its first 8 bytes a counter, shared by every run that
+/// draws from it), as edited documents are: no value is ever stored twice, so nothing dedups.
+final class ArchiveValues: Sendable {
     let base: Data
-    private var counter: UInt64
+    private let counter: Atomic<UInt64>
 
     init(size: Int, seed: UInt64) {
         var generator = ContentGenerator(seed: seed)
         base = Data(generator.textBlock(size: size))
-        counter = seed &* 0x9E37_79B9_7F4A_7C15 &+ monotonicNanoseconds()
+        counter = Atomic(seed &* 0x9E37_79B9_7F4A_7C15 &+ monotonicNanoseconds())
     }
 
-    mutating func next() -> Data {
-        counter &+= 1
+    func next() -> Data {
+        let tag = counter.add(1, ordering: .relaxed).newValue
         var value = base
-        let tag = counter
         value.withUnsafeMutableBytes { $0.storeBytes(of: tag, as: UInt64.self) }
         return value
     }
@@ -88,7 +88,6 @@ final class DataArchiveClient: ArchiveClient {
     private func runAsync(_ operation: ArchiveOperation, values: ArchiveValues, keys: [String], deadline: UInt64) throws -> Int {
         let archive = archive
         return try awaitBlocking {
-            var values = values
             var count = 0
             while monotonicNanoseconds() < deadline {
                 let key = keys[count % keys.count]
@@ -106,7 +105,6 @@ final class DataArchiveClient: ArchiveClient {
 
     /// The original API: each call's completion handler is waited for before the next call.
     private func runCallbacks(_ operation: ArchiveOperation, values: ArchiveValues, keys: [String], deadline: UInt64) throws -> Int {
-        var values = values
         var count = 0
         let failure = FirstFailure()
         let done = DispatchSemaphore(value: 0)
@@ -131,7 +129,6 @@ final class DataArchiveClient: ArchiveClient {
     /// Fire-and-forget `set`s (no completion handler), then a `get` of every key with a handler:
     /// per key, operations run in call order, so when the gets have answered every set is durable.
     func fireAndForget(values: ArchiveValues, keys: [String], count: Int) throws {
-        var values = values
         for index in 0 ..< count { archive.set(key: keys[index % keys.count], data: values.next()) }
         let failure = FirstFailure()
         let group = DispatchGroup()
@@ -200,7 +197,6 @@ final class FilePerKeyArchive: ArchiveClient {
     }
 
     func run(_ operation: ArchiveOperation, values: ArchiveValues, keys: [String], deadline: UInt64) throws -> Int {
-        var values = values
         var count = 0
         while monotonicNanoseconds() < deadline {
             let key = keys[count % keys.count]
@@ -224,7 +220,6 @@ final class FilePerKeyArchive: ArchiveClient {
     }
 
     func fireAndForget(values: ArchiveValues, keys: [String], count: Int) throws {
-        var values = values
         let failure = Mutex<(any Error)?>(nil)
         for index in 0 ..< count {
             let key = keys[index % keys.count], value = values.next()

@@ -3,7 +3,7 @@ import Foundation
 /// Command-line options of `compare`.
 struct Options {
     var corpusMB = 200
-    var rounds = 5
+    var rounds = 4
     var commitSeconds = 1.5
     var readSeconds = 1.0
     var readBlocks = 20_000
@@ -28,7 +28,7 @@ struct Options {
     var archiveSeconds = 0.5
     var archiveVersions = 100
     /// Versions (issue 8): how many versions of a file of `versionMiB`, in the first `versionRounds` rounds.
-    var versions = 30
+    var versions = 12
     var versionMiB = 16
     var versionRounds = 1
 
@@ -39,7 +39,7 @@ struct Options {
         the same run; writes latest.md, latest.json and latest.svg. Progress goes to stderr.
 
           --corpus-mb N        size of the generated corpus in MB (default 200)
-          --rounds N           alternating rounds (default 5)
+          --rounds N           alternating rounds (default 4)
           --commit-seconds S   length of each durable-commit run (default 1.5)
           --read-seconds S     length of each point-read run (default 1.0)
           --read-blocks N      4 KiB blobs in each point-read store (default 20000)
@@ -59,7 +59,8 @@ struct Options {
           --duplicates N       duplicates timed per round and contender (default 3)
           --archive-seconds S  length of each DataArchive run (default 0.5)
           --archive-versions N versions (10 distinct contents) in the DataArchive storage measurement (default 100)
-          --versions N         versions of the edited file (issue 8) (default 30; issue 8 states 100)
+          --versions N         versions of the edited file (issue 8) (default 12, to fit the run in 10 minutes;
+                               issue 8's measurement is 100)
           --version-mib N      size of that file in MiB (default 16)
           --version-rounds N   rounds that run the versions workload (default 1)
         """

@@ -132,11 +132,14 @@ struct WarehouseWorkload {
         }
         // Every step's asset is new bytes (a real edit), so nothing dedups away.
         let tags = WorkQueue(count: .max), nonce = monotonicNanoseconds()
-        try phase(.addStep, seconds: seconds, limit: { _ in 5000 }) { project, scratch in
+        let addStep: @Sendable (UUID, inout Data) throws -> Void = { project, scratch in
             let value = nonce &+ UInt64(tags.next()!) &* 0x9E37_79B9_7F4A_7C15
             scratch.withUnsafeMutableBytes { $0.storeBytes(of: value, as: UInt64.self) }
             try contender.addStep(to: project, content: StepContent(userData: stepUserData, assets: ["layer.bin": scratch]))
         }
+        // Warm-up, not timed: a few steps each (the first writes after a pause run slower).
+        try phase(.addStep, seconds: seconds / 4, limit: { _ in 5 }, addStep)
+        try phase(.addStep, seconds: seconds, limit: { _ in 5000 }, addStep)
         let added = counts.snapshot
         try phase(.undo, seconds: seconds, limit: { added[$0] }) { project, _ in try contender.undo(project) }
         let undone = counts.snapshot
