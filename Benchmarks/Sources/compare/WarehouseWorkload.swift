@@ -22,6 +22,9 @@ struct WarehouseWorkload {
     /// Per contender, the project holding `duplicateMiB` of assets.
     private var duplicateSources: [String: UUID] = [:]
     private var rates: [Int: [Operation: Measurement]] = [:]
+    /// CPU milliseconds (user + system, whole process) per add-step: ContentStore compresses and
+    /// hashes every asset, the directory layout only copies it, so on a busy machine the CPU share decides.
+    private var addStepCPU: [Int: Measurement] = [:]
     private(set) var duplicate = Measurement(id: "wh-duplicate", workload: "duplicate a project", unit: "ms", higherIsBetter: false)
     private let stepUserData: Data
     private let asset: Data
@@ -54,6 +57,8 @@ struct WarehouseWorkload {
                                                      unit: "ops/s", higherIsBetter: true, group: Self.group)
             }
             rates[threadCount] = byOperation
+            addStepCPU[threadCount] = Measurement(id: "wh-add-cpu-\(threadCount)", workload: "… CPU time per add-step, \(threadCount) thread\(threadCount == 1 ? "" : "s")",
+                                                  unit: "CPU ms", higherIsBetter: false, group: Self.group)
         }
         duplicate.workload = "Warehouse duplicate of a project with \(duplicateMiB) MiB of assets"
         duplicate.group = Self.group
@@ -77,17 +82,18 @@ struct WarehouseWorkload {
     }
 
     var measurements: [Measurement] {
-        [1, threads].flatMap { count in Operation.allCases.map { rates[count]![$0]! } } + (duplicateMiB > 0 ? [duplicate] : [])
+        [1, threads].flatMap { count in Operation.allCases.map { rates[count]![$0]! } + [addStepCPU[count]!] } + (duplicateMiB > 0 ? [duplicate] : [])
     }
 
     mutating func run(round: Int, label: String) throws {
         for contender in rotated(contenders, by: round) {
             for threadCount in [1, threads] {
-                let result = try phases(contender, threads: threadCount)
+                let (result, cpu) = try phases(contender, threads: threadCount)
                 for (operation, rate) in result { rates[threadCount]![operation]!.record(contender.name, round: round, rate) }
+                addStepCPU[threadCount]!.record(contender.name, round: round, cpu * 1000)
                 sync()
-                Progress.log(String(format: "%@: %@ Warehouse, %d thread%@: add-step %.0f/s, undo %.0f/s, redo %.0f/s, fetch %.0f/s",
-                                    label, contender.name, threadCount, threadCount == 1 ? "" : "s", result[.addStep] ?? 0,
+                Progress.log(String(format: "%@: %@ Warehouse, %d thread%@: add-step %.0f/s (%.2f CPU ms each), undo %.0f/s, redo %.0f/s, fetch %.0f/s",
+                                    label, contender.name, threadCount, threadCount == 1 ? "" : "s", result[.addStep] ?? 0, cpu * 1000,
                                     result[.undo] ?? 0, result[.redo] ?? 0, result[.fetch] ?? 0))
             }
             if let source = duplicateSources[contender.name] {
@@ -108,8 +114,9 @@ struct WarehouseWorkload {
     }
 
     /// Add-step for `seconds`, then undo as many (or for `seconds`), redo as many, fetch for
-    /// `seconds / 2`, each of `threads` threads on a fresh project of its own. Ops/s of each phase.
-    private func phases(_ contender: any ProjectStoreContender, threads: Int) throws -> [Operation: Double] {
+    /// `seconds / 2`, each of `threads` threads on a fresh project of its own. Ops/s of each phase,
+    /// and the process's CPU seconds per add-step.
+    private func phases(_ contender: any ProjectStoreContender, threads: Int) throws -> (rates: [Operation: Double], addStepCPU: Double) {
         let projects = try (0 ..< threads).map { _ in try contender.createProject(userData: projectUserData) }
         let counts = CountsByThread(threads)
         let (stepUserData, asset) = (self.stepUserData, self.asset)
@@ -139,14 +146,16 @@ struct WarehouseWorkload {
         }
         // Warm-up, not timed: a few steps each (the first writes after a pause run slower).
         try phase(.addStep, seconds: seconds / 4, limit: { _ in 5 }, addStep)
+        let cpuBefore = cpuSeconds()
         try phase(.addStep, seconds: seconds, limit: { _ in 5000 }, addStep)
+        let addStepCPU = (cpuSeconds() - cpuBefore) / Double(max(1, counts.total))
         let added = counts.snapshot
         try phase(.undo, seconds: seconds, limit: { added[$0] }) { project, _ in try contender.undo(project) }
         let undone = counts.snapshot
         try phase(.redo, seconds: seconds, limit: { undone[$0] }) { project, _ in try contender.redo(project) }
         try phase(.fetch, seconds: seconds / 2, limit: { _ in Int.max }) { project, _ in _ = try contender.fetchSnapshot(project) }
         for project in projects { try contender.deleteProject(project) }
-        return result
+        return (result, addStepCPU)
     }
 
     func close() throws {
