@@ -32,7 +32,7 @@ struct WarehouseWorkload {
 
     static let group = "Warehouse (issue 4)"
 
-    init(options: Options, scratch: String) throws {
+    init(options: Options) throws {
         seconds = options.warehouseSeconds
         threads = options.warehouseThreads
         duplicateMiB = options.duplicateMiB

@@ -19,9 +19,9 @@ Progress.log("scratch directory \(scratch); \(options.rounds) rounds; \(cores) c
 
 // MARK: Inputs
 
-let corpusMB = engineWorkloads ? options.corpusMB : 1
-Progress.log("generating a \(corpusMB) MB corpus")
-let corpus = try Corpus.generate(at: scratch + "/corpus", totalBytes: corpusMB * 1_000_000)
+let generatedMB = engineWorkloads ? options.corpusMB : 1
+Progress.log("generating a \(generatedMB) MB corpus")
+let corpus = try Corpus.generate(at: scratch + "/corpus", totalBytes: generatedMB * 1_000_000)
 Progress.log(String(format: "corpus: %d files, %.1f MB, %.1f MB unique (text %.0f, source %.0f, binary %.0f, duplicates %.0f MB)",
                     corpus.files.count, Double(corpus.totalBytes) / 1e6, Double(corpus.uniqueBytes) / 1e6,
                     Double(corpus.bytes(of: .text)) / 1e6, Double(corpus.bytes(of: .source)) / 1e6,
@@ -117,7 +117,7 @@ var readsP50 = Measurement(id: "reads-p50", workload: "random 4 KiB point reads:
 var readsP99 = Measurement(id: "reads-p99", workload: "random 4 KiB point reads: p99", unit: "µs", higherIsBetter: false)
 var contentStoreStatistics: [String: Double] = [:]
 var limitRounds: [MachineLimits] = []
-let corpusSize = Double(corpus.totalBytes) / mb
+let corpusMB = Double(corpus.totalBytes) / mb
 let commitValue = Data((0 ..< 100).map { UInt8(truncatingIfNeeded: $0 &* 37) })
 
 // Point-read stores are built once and read in every round.
@@ -132,7 +132,7 @@ for (index, entrant) in builtIns.enumerated() where options.includes(workload: "
 sync()
 
 // Issues 4, 5 and 8: the facades and versions of a large file (their stores are set up once).
-var warehouse = options.includes(workload: "warehouse") ? try WarehouseWorkload(options: options, scratch: scratch) : nil
+var warehouse = options.includes(workload: "warehouse") ? try WarehouseWorkload(options: options) : nil
 var archive = options.includes(workload: "archive") ? try ArchiveWorkload(options: options) : nil
 var versions = options.includes(workload: "versions") ? VersionsWorkload(options: options, tools: versionTools) : nil
 
@@ -163,10 +163,10 @@ for round in 0 ..< options.rounds {
         if let tool = entrant.tool {
             let cpuBefore = cpuSeconds(children: true)
             let seconds = try tool.ingest(corpus, into: directory)
-            ingest.record(entrant.name, round: round, corpusSize / seconds)
+            ingest.record(entrant.name, round: round, corpusMB / seconds)
             ingestCPU.record(entrant.name, round: round, cpuSeconds(children: true) - cpuBefore)
             ingestSize.record(entrant.name, round: round, Double(tool.repositorySize(directory)) / mb)
-            Progress.log(String(format: "%@: %@ ingest %.1f MB/s (%.2f CPU s)", label, entrant.name, corpusSize / seconds, ingestCPU.rounds[entrant.name]?[round] ?? 0))
+            Progress.log(String(format: "%@: %@ ingest %.1f MB/s (%.2f CPU s)", label, entrant.name, corpusMB / seconds, ingestCPU.rounds[entrant.name]?[round] ?? 0))
         } else if let make = entrant.make {
             if options.probeLimits && entrant.name == Name.contentStore, var limits = limitRounds.last {
                 // The compute bound, probed right before ContentStore's run (the load changes by the second).
@@ -180,7 +180,7 @@ for round in 0 ..< options.rounds {
             let first = try measureSeconds { try contender.ingest(corpus, threads: options.ingestThreads) }
             let cpu = cpuSeconds() - cpuBefore
             let size = POSIX.diskUsage(directory)
-            ingest.record(entrant.name, round: round, corpusSize / first)
+            ingest.record(entrant.name, round: round, corpusMB / first)
             ingestCPU.record(entrant.name, round: round, cpu)
             var breakdown = ""
             if let store = contender as? ContentStoreContender {
@@ -204,7 +204,7 @@ for round in 0 ..< options.rounds {
             if let store = contender as? ContentStoreContender {
                 _ = (store.putTime.take(), store.commitTime.take(), store.workerCPU.withLock { value in defer { value = 0 }; return value })
             }
-            reingest.record(entrant.name, round: round, corpusSize / second)
+            reingest.record(entrant.name, round: round, corpusMB / second)
             let before = POSIX.diskUsage(directory)
             let steps = try contender.deleteAndCollect(deletedPaths) { POSIX.diskUsage(directory) }
             let total = steps.reduce(0) { $0 + $1.seconds }
@@ -214,7 +214,7 @@ for round in 0 ..< options.rounds {
             reclaimedCompacted.record(entrant.name, round: round, (Double(before) - Double(steps.last!.diskBytesAfter)) / mb)
             try contender.close()
             Progress.log(String(format: "%@: %@ ingest %.1f MB/s (%.1f MB on disk, %.2f CPU s)%@, re-ingest %.1f MB/s, %@",
-                                label, entrant.name, corpusSize / first, Double(size) / mb, cpu, breakdown, corpusSize / second,
+                                label, entrant.name, corpusMB / first, Double(size) / mb, cpu, breakdown, corpusMB / second,
                                 steps.map { String(format: "%@ %.2f s", $0.name, $0.seconds) }.joined(separator: ", ")))
         }
         POSIX.removeTree(directory)
