@@ -16,8 +16,8 @@ struct ArchiveWorkload {
     let seconds: Double
     private let store: Store?
     private let clients: [any ArchiveClient]
-    /// Per size label, the rows of each (operation, ContentStore API) and the fire-and-forget row.
-    private var rows: [String: [String: Measurement]] = [:]
+    /// The rows by ID (``rowID(_:_:_:)``), in report order.
+    private var rows: [String: Measurement] = [:]
     private var rowOrder: [String] = []
     private(set) var storage: [Measurement] = []
 
@@ -39,21 +39,19 @@ struct ArchiveWorkload {
         }
         self.clients = clients
         for size in Self.sizes {
-            var bySize: [String: Measurement] = [:]
             for operation in ArchiveOperation.allCases {
                 for api in [DataArchiveClient.API.async, .callback] {
                     let id = Self.rowID(operation, size.label, api.rawValue)
                     let how = api == .async ? "async API" : "callback API, waiting for each completion"
-                    bySize[id] = Measurement(id: id, workload: "DataArchive \(operation.rawValue) \(size.label) (\(how))", unit: "ops/s",
+                    rows[id] = Measurement(id: id, workload: "DataArchive \(operation.rawValue) \(size.label) (\(how))", unit: "ops/s",
                                              higherIsBetter: true, group: Self.group)
                     rowOrder.append(id)
                 }
             }
             let id = Self.rowID(.set, size.label, "fire-and-forget")
-            bySize[id] = Measurement(id: id, workload: "DataArchive set \(size.label) (fire-and-forget, then a barrier)", unit: "ops/s",
-                                     higherIsBetter: true, group: Self.group)
+            rows[id] = Measurement(id: id, workload: "DataArchive set \(size.label) (fire-and-forget, then a barrier)", unit: "ops/s",
+                                   higherIsBetter: true, group: Self.group)
             rowOrder.append(id)
-            rows[size.label] = bySize
         }
         // Every key gets a value first (not timed), so the gets never miss.
         for (index, size) in Self.sizes.enumerated() {
@@ -71,7 +69,7 @@ struct ArchiveWorkload {
     }
 
     var measurements: [Measurement] {
-        rowOrder.map { id in rows.values.first { $0[id] != nil }![id]! } + storage
+        rowOrder.map { rows[$0]! } + storage
     }
 
     mutating func run(round: Int, label: String) throws {
@@ -91,7 +89,7 @@ struct ArchiveWorkload {
                     let rate = Double(count) / elapsed
                     // The baseline has one waiting mode: its figure stands against both of ContentStore's APIs.
                     for rowAPI in api.map({ [$0] }) ?? ["async", "callback"] {
-                        rows[size.label]![Self.rowID(operation, size.label, rowAPI)]!.record(client.contender, round: round, rate)
+                        rows[Self.rowID(operation, size.label, rowAPI)]!.record(client.contender, round: round, rate)
                     }
                     if operation == .set { setRates[client.contender] = max(setRates[client.contender] ?? 0, rate) }
                     summary.append(String(format: "%@%@ %@ %.0f/s", client.contender, api.map { " (\($0))" } ?? "", operation.rawValue, rate))
@@ -103,7 +101,7 @@ struct ArchiveWorkload {
             for client in rotated(clients.filter { ($0 as? DataArchiveClient)?.api != .async }, by: round) {
                 let count = min(cap, max(keys.count, Int((setRates[client.contender] ?? 0) * seconds)))
                 let elapsed = try measureSeconds { try client.fireAndForget(values: values, keys: keys, count: count) }
-                rows[size.label]![Self.rowID(.set, size.label, "fire-and-forget")]!.record(client.contender, round: round, Double(count) / elapsed)
+                rows[Self.rowID(.set, size.label, "fire-and-forget")]!.record(client.contender, round: round, Double(count) / elapsed)
                 summary.append(String(format: "%@ fire-and-forget %d sets %.0f/s", client.contender, count, Double(count) / elapsed))
                 sync()
             }
