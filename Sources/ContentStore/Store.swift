@@ -65,11 +65,11 @@ public final class Store: Sendable {
         let (lock, recovered) = try Store.openDirectory(layout, fileSystem: fileSystem, configuration: configuration)
         lockFile = Mutex(lock)
         do {
-            packs = try PackStore(directory: layout.packs, sizeTarget: configuration.packSizeTarget, fileSystem: fileSystem)
-            let packStore = packs
+            packs = try PackStore(
+                directory: layout.packs, sizeTarget: configuration.packSizeTarget, fileSystem: fileSystem, firstNewID: recovered.firstNewPackID)
             wal = WriteAheadLog(
                 directory: layout.wal, fileSystem: fileSystem, segment: recovered.segment, olderSegments: recovered.olderSegments,
-                segmentSizeLimit: configuration.walSegmentSize, synchronizePacks: { try packStore.synchronize() })
+                segmentSizeLimit: configuration.walSegmentSize, packs: packs, packBytesLimit: min(configuration.loggedPackBytesLimit, WALFormat.maximumPackBytes))
             core = Mutex(Core(state: recovered.state))
             published = Mutex(Published(records: recovered.state.records))
             background = BackgroundWork()
@@ -78,6 +78,7 @@ public final class Store: Sendable {
         configuration.logger.debug("opened store", metadata: [
             "path": "\(layout.root)", "blobs": "\(recovered.state.blobs.count)",
             "records": "\(recovered.state.records.count)", "replayed": "\(recovered.replayedRecords)",
+            "packsRestored": "\(recovered.packsRestored)",
         ])
     }
 
@@ -132,6 +133,14 @@ public final class Store: Sendable {
         guard configuration.garbageGracePeriod >= .zero else { throw StoreError.invalidArgument("the grace period is negative") }
         guard configuration.packSizeTarget >= 1 << 16, configuration.walSegmentSize >= 1 << 16 else {
             throw StoreError.invalidArgument("pack and WAL segment sizes must be at least 64 KiB")
+        }
+        do {
+            try configuration.chunking.validate()
+        } catch {
+            throw StoreError.invalidArgument("\(error)")
+        }
+        guard configuration.chunkingThreshold > configuration.chunking.maximumSize else {
+            throw StoreError.invalidArgument("the chunking threshold \(configuration.chunkingThreshold) does not exceed the maximum chunk size \(configuration.chunking.maximumSize)")
         }
         if let interval = configuration.maintenanceInterval, interval <= .zero {
             throw StoreError.invalidArgument("the maintenance interval must be positive")
