@@ -100,25 +100,34 @@ extension Reliability {
         }
 
         enum CheckpointClaim: String, CaseIterable, Sendable {
-            case blobCount, recordCount, keyLength, valueLength, referenceCount
+            case blobCount, recordCount, keyLength, valueLength, referenceCount, chunkedBlobCount
         }
 
-        @Test(arguments: CheckpointClaim.allCases)
-        func aCheckpointClaimingBillionsIsCorruption(_ claim: CheckpointClaim) throws {
+        /// A checkpoint body holding one record "k", in which `claim` (if any) is the maximum; with
+        /// a claim, a few bytes follow.
+        static func checkpointBody(_ claim: CheckpointClaim?) -> [UInt8] {
             var body = ByteWriter()
             body.append(claim == .blobCount ? UInt64.max : 0)
             body.append(claim == .recordCount ? UInt64.max : 1)
             if claim == .keyLength { body.append(UInt32.max) } else { body.appendLengthPrefixed("k".utf8) }
             if claim == .valueLength { body.append(UInt32.max) } else { body.appendLengthPrefixed([UInt8]()) }
             body.append(claim == .referenceCount ? UInt32.max : 0)
-            body.append(contentsOf: [UInt8](repeating: 0, count: 64))
+            body.append(UInt64(0))  // referenced bytes
+            body.append(claim == .chunkedBlobCount ? UInt64.max : 0)
+            if claim != nil { body.append(contentsOf: [UInt8](repeating: 0, count: 64)) }
+            return body.bytes
+        }
 
+        func load(_ body: [UInt8]) throws -> Checkpoint.Contents {
             let dir = TemporaryDirectory()
             let path = dir.url.appendingPathComponent(Checkpoint.fileName(1)).path
-            try Data(Self.checkpoint(body: body.bytes)).write(to: URL(fileURLWithPath: path))
-            let error = #expect(throws: StoreError.self) {
-                try Checkpoint.load(path: path, limits: Store.Limits(), fileSystem: FileSystem(io: SystemFileIO()))
-            }
+            try Data(Self.checkpoint(body: body)).write(to: URL(fileURLWithPath: path))
+            return try Checkpoint.load(path: path, limits: Store.Limits(), fileSystem: FileSystem(io: SystemFileIO()))
+        }
+
+        @Test(arguments: CheckpointClaim.allCases)
+        func aCheckpointClaimingBillionsIsCorruption(_ claim: CheckpointClaim) throws {
+            let error = #expect(throws: StoreError.self) { try load(Self.checkpointBody(claim)) }
             #expect(error?.code == .corrupted)
             #expect(error?.message.contains("does not parse") == true, "\(String(describing: error))")
         }
@@ -126,17 +135,7 @@ extension Reliability {
         /// The well-formed file the hostile ones are variations of loads (so each test above fails
         /// on its claim, not on the framing).
         @Test func theCheckpointTheClaimsVaryLoads() throws {
-            var body = ByteWriter()
-            body.append(UInt64(0))
-            body.append(UInt64(1))
-            body.appendLengthPrefixed("k".utf8)
-            body.appendLengthPrefixed([UInt8]())
-            body.append(UInt32(0))
-            let dir = TemporaryDirectory()
-            let path = dir.url.appendingPathComponent(Checkpoint.fileName(1)).path
-            try Data(Self.checkpoint(body: body.bytes)).write(to: URL(fileURLWithPath: path))
-            let contents = try Checkpoint.load(path: path, limits: Store.Limits(), fileSystem: FileSystem(io: SystemFileIO()))
-            #expect(contents.state.records["k"] == Record())
+            #expect(try load(Self.checkpointBody(nil)).state.records["k"] == Record())
         }
     }
 }
