@@ -82,8 +82,13 @@ fuzz: deps
 # directory of its own. -DCONTENTSTORE_TSAN swaps in a Mutex ThreadSanitizer can see through
 # (TSanVisibleMutex.swift); LeakSanitizer is off (Foundation leaks a page per empty file read, and
 # it cannot follow Swift's tagged enum payloads), AddressSanitizer's memory checks are on.
+# One test is skipped, for a reason a sanitizer cannot help: streamingPutAndExportOf256MiBStayBounded
+# bounds the peak RSS of a `contentstore` child at 64 MiB, which the sanitizer runtime's own shadow
+# memory exceeds.
+SANITIZE_SKIP := streamingPutAndExportOf256MiBStayBounded
 sanitize: deps
+	@echo "make sanitize skips $(SANITIZE_SKIP): it bounds a child's peak RSS at 64 MiB, and sanitizer shadow memory alone exceeds that"
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan -Xswiftc -DCONTENTSTORE_TSAN
-	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan -Xswiftc -DCONTENTSTORE_TSAN
+	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan -Xswiftc -DCONTENTSTORE_TSAN --skip $(SANITIZE_SKIP)
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build-asan
-	ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan
+	ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan --skip $(SANITIZE_SKIP)

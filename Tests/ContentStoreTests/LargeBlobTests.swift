@@ -266,13 +266,18 @@ import Testing
         let dir = TemporaryDirectory()
         var random = SeededRandom(seed: 17)
         let base = random.bytes(3 << 20)
-        let store = try Store(at: dir.store, configuration: Self.configuration())
-        // An unreferenced earlier version whose chunks the next puts reuse.
+        let clock = TestClock()
+        let store = try Store(at: dir.store, configuration: Self.configuration(clock: clock))
+        // An unreferenced earlier version whose chunks the next puts reuse, old enough to collect.
+        // The versions put below stay within the grace period, which protects each root between its
+        // `put` and the commit that references it: with no grace period a collection may take it in
+        // that gap, as documented (a ThreadSanitizer build made that happen).
         try store.put(base)
+        clock.advance(by: 7200)
         let done = Mutex(false)
         let collector = Thread {
             while !done.withLock({ $0 }) {
-                _ = try? store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero))
+                _ = try? store.collectGarbage(GarbageCollectionOptions(gracePeriod: .seconds(3600)))
             }
         }
         collector.start()
