@@ -88,10 +88,10 @@ extension Store {
         let expected = PackReader.ExpectedEntry(digest: digest, rawLength: entry.rawLength, storedLength: entry.storedLength, compressed: entry.isCompressed)
         // Checked before the read allocates: an index entry claiming a huge blob cannot exhaust memory.
         try PackReader.checkLengths(expected, limits: configuration.limits, path: file.path, offset: offset)
-        let stored = try file.readExactly(PackFormat.entryHeaderSize + Int(entry.storedLength), at: offset)
-        return try stored.withUnsafeBytes { raw in
-            try PackReader.decodeEntry(raw, expected: expected, verify: verify ?? configuration.verifiesReads,
-                                       limits: configuration.limits, path: file.path, offset: offset)
+        return try withUnsafeTemporaryAllocation(byteCount: PackFormat.entryHeaderSize + Int(entry.storedLength), alignment: 16) { stored in
+            try file.readExactly(into: stored, at: offset)
+            return try PackReader.decodeEntry(UnsafeRawBufferPointer(stored), expected: expected, verify: verify ?? configuration.verifiesReads,
+                                              limits: configuration.limits, path: file.path, offset: offset)
         }
     }
 
