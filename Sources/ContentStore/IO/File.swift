@@ -73,6 +73,11 @@ final class File: Sendable {
         if case .failure(let error) = io.fdatasync(descriptor) { throw StoreError.io("cannot sync", path: path, cause: error) }
     }
 
+    /// Starts writing `length` bytes from `offset` out to the disk, without waiting (see ``FileIO/startWriteBack(_:offset:length:)``).
+    func startWriteBack(offset: UInt64, length: UInt64) {
+        io.startWriteBack(descriptor, offset: offset, length: length)
+    }
+
     /// `fsync(2)`: data and metadata. Used on directories, after creating, renaming or unlinking in them.
     func synchronize() throws {
         if case .failure(let error) = io.fsync(descriptor) { throw StoreError.io("cannot sync", path: path, cause: error) }
