@@ -61,7 +61,8 @@ extension Store {
             rawLength: UInt32(rawLength), storedLength: UInt32(payload.count), time: time)
     }
 
-    /// The bytes of the blob with `digest`.
+    /// The bytes of the blob with `digest`. Recently got blobs come from the read cache
+    /// (``Configuration/readCacheSize``), re-hashed like blobs read from their pack.
     ///
     /// - Throws: `notFound` if the store does not hold it; `corrupted`, naming the pack and offset, if
     ///   the stored bytes fail their checksum or (with ``Configuration/verifiesReads``) no longer hash
