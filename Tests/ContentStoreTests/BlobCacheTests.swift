@@ -1,4 +1,6 @@
+import Dispatch
 import Foundation
+import Synchronization
 import Testing
 @testable import ContentStore
 
@@ -52,6 +54,29 @@ import Testing
         let digest = try store.put(Data("small".utf8))
         #expect(try store.get(digest) == Data("small".utf8))
         #expect(store.cache.bytes == 0)
+        try store.close()
+    }
+
+    /// Readers on several threads churn a cache far smaller than what they read: every get still
+    /// returns its blob's bytes, and the cache stays within its size.
+    @Test func concurrentGetsThroughASmallCacheReturnTheRightBytes() throws {
+        let dir = TemporaryDirectory()
+        var configuration = Store.Configuration.testing()
+        configuration.readCacheSize = 32 << 10
+        let store = try Store(at: dir.store, configuration: configuration)
+        var random = SeededRandom(seed: 3)
+        let blobs = (0 ..< 200).map { _ in random.compressibleBytes(1024 + Int(random.next() % 1024)) }
+        let digests = try blobs.map { try store.put($0) }
+        let mismatches = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: 4) { thread in
+            var random = SeededRandom(seed: UInt64(10 + thread))
+            for _ in 0 ..< 2000 {
+                let index = Int(random.next() % UInt64(blobs.count))
+                if (try? store.get(digests[index])) != blobs[index] { mismatches.add(1, ordering: .relaxed) }
+            }
+        }
+        #expect(mismatches.load(ordering: .relaxed) == 0)
+        #expect(store.cache.bytes <= 32 << 10)
         try store.close()
     }
 
