@@ -64,6 +64,10 @@ extension Store {
         public var maintenanceInterval: Duration?
         /// The system calls the store makes; tests substitute fault-injecting implementations.
         var fileIO: any FileIO = SystemFileIO()
+        /// A durable commit carries up to this many bytes of unsynced pack appends in its WAL batch
+        /// instead of syncing the packs first: one sync per small commit instead of two, for writing
+        /// those bytes twice. Default 512 KiB (Docs/durability.md has the measurements); 0 always syncs.
+        var loggedPackBytesLimit = 512 * 1024
 
         /// The defaults.
         public init() {}

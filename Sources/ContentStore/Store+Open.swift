@@ -41,6 +41,10 @@ extension Store {
         var segment: WriteAheadLog.Segment
         var olderSegments: [UInt64: UInt64]
         var replayedRecords: Int
+        /// Packs the WAL's pack bytes were written back into.
+        var packsRestored: Int
+        /// Where new pack numbers start (``PackStore/init(directory:sizeTarget:fileSystem:firstNewID:)``).
+        var firstNewPackID: UInt32
     }
 
     /// Creates or checks the directory, takes the lock, and recovers the state.
@@ -156,6 +160,7 @@ extension Store {
         }
 
         var replayed = 0
+        var repair = PackRepair(directory: layout.packs, fileSystem: fileSystem)
         var olderSegments: [UInt64: UInt64] = [:]
         var lastSegment: WriteAheadLog.Segment?
         for number in segments {
@@ -175,6 +180,7 @@ extension Store {
                         throw StoreError.corrupted("WAL record cannot be applied: \(error)", path: path, offset: UInt64(offset))
                     }
                     replayed += 1
+                    if case .packBytes(let logged) = record { try repair.restore(logged) }
                 }
             }
             if isLast {
@@ -200,6 +206,8 @@ extension Store {
                 olderSegments[number] = size
             }
         }
+        // The packs hold what the replayed log says they do, durably, before anything relies on it.
+        try repair.finish()
         let segment: WriteAheadLog.Segment
         if let lastSegment {
             // The entries of the segments replayed (an earlier process may have failed before syncing them).
@@ -208,6 +216,8 @@ extension Store {
         } else {
             segment = try WriteAheadLog.createSegment(number: firstSegment, salt: .random(in: 0 ... .max), in: layout.wal, fileSystem: fileSystem)
         }
-        return Recovered(state: state, segment: segment, olderSegments: olderSegments, replayedRecords: replayed)
+        return Recovered(
+            state: state, segment: segment, olderSegments: olderSegments, replayedRecords: replayed,
+            packsRestored: repair.packsWritten, firstNewPackID: repair.firstNewPackID)
     }
 }

@@ -68,11 +68,11 @@ public final class Store: Sendable {
         let (lock, recovered) = try Store.openDirectory(layout, fileSystem: fileSystem, configuration: configuration)
         lockFile = Mutex(lock)
         do {
-            packs = try PackStore(directory: layout.packs, sizeTarget: configuration.packSizeTarget, fileSystem: fileSystem)
-            let packStore = packs
+            packs = try PackStore(
+                directory: layout.packs, sizeTarget: configuration.packSizeTarget, fileSystem: fileSystem, firstNewID: recovered.firstNewPackID)
             wal = WriteAheadLog(
                 directory: layout.wal, fileSystem: fileSystem, segment: recovered.segment, olderSegments: recovered.olderSegments,
-                segmentSizeLimit: configuration.walSegmentSize, synchronizePacks: { try packStore.synchronize() })
+                segmentSizeLimit: configuration.walSegmentSize, packs: packs, packBytesLimit: min(configuration.loggedPackBytesLimit, WALFormat.maximumPackBytes))
             core = Mutex(Core(state: recovered.state))
             published = Mutex(Published(records: recovered.state.records))
             background = BackgroundWork()
@@ -81,6 +81,7 @@ public final class Store: Sendable {
         configuration.logger.debug("opened store", metadata: [
             "path": "\(layout.root)", "blobs": "\(recovered.state.blobs.count)",
             "records": "\(recovered.state.records.count)", "replayed": "\(recovered.replayedRecords)",
+            "packsRestored": "\(recovered.packsRestored)",
         ])
     }
 

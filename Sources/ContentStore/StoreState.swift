@@ -74,6 +74,8 @@ struct StoreState: Sendable {
         case .commit(let commit): try apply(commit)
         case .blobs(let placements): apply(placements)
         case .drop(_, let digests): try drop(digests)
+        // Bytes for a pack, not state: recovery writes them back to the pack (``PackRepair``).
+        case .packBytes: break
         }
     }
 }

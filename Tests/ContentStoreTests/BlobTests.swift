@@ -80,6 +80,8 @@ import Testing
         do {
             let store = try Store(at: dir.store, configuration: configuration)
             digests = try blobs.map { try store.put($0) }
+            // Past the WAL that carried the pack's bytes (recovery would write them back over the damage).
+            try store.checkpoint()
             try store.close()
         }
         let pack = try #require(try files(in: dir.store.appendingPathComponent("packs"), withExtension: "pack").first)

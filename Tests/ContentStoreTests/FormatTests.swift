@@ -39,10 +39,31 @@ import Testing
         #expect(frame.withUnsafeBytes { WALFormat.frame(in: $0, at: 0, salt: 0x0102_0305, maximumPayload: 1024) } == nil)
     }
 
+    @Test func packBytesFrame() throws {
+        let record = LogRecord.packBytes(.init(pack: 2, offset: 32, bytes: Array("hello".utf8)))
+        var frame: [UInt8] = []
+        WALFormat.appendFrame(kind: record.kind.rawValue, payload: record.encoded(), salt: 0x0102_0304, to: &frame)
+        #expect(hex(frame) == "1500000082015f06050200000020000000000000000500000068656c6c6f")
+        let decoded = try frame.withUnsafeBytes { raw in
+            let parsed = try #require(WALFormat.frame(in: raw, at: 0, salt: 0x0102_0304, maximumPayload: 1024))
+            return try LogRecord.decode(kind: parsed.kind, payload: parsed.payload, limits: .init())
+        }
+        #expect(decoded == record)
+    }
+
+    @Test(arguments: [BlobEntry.maximumOffset, UInt64.max])
+    func packBytesBeyondAnyPackOffsetAreRefused(offset: UInt64) {
+        let record = LogRecord.packBytes(.init(pack: 1, offset: offset, bytes: [1]))
+        #expect(throws: LogRecord.Malformed.self) {
+            try record.encoded().withUnsafeBytes { try LogRecord.decode(kind: record.kind.rawValue, payload: $0, limits: .init()) }
+        }
+    }
+
     @Test(arguments: [
         LogRecord.blobs([.init(digest: hello, location: .init(pack: 3, offset: 4096), compressed: true, rawLength: 10, storedLength: 7, time: 99)]),
         LogRecord.drop(time: 5, digests: [hello, Digest.sha256(Data())]),
         LogRecord.commit(.init(sequence: 9, time: 1, changes: [.init(key: "gone", record: nil), .init(key: "é", record: Record())])),
+        LogRecord.packBytes(.init(pack: 7, offset: 1 << 33, bytes: [0, 1, 2, 255])),
     ])
     func logRecordsRoundTrip(record: LogRecord) throws {
         let payload = record.encoded()

@@ -156,14 +156,16 @@ import Darwin
     }
 }
 
-/// A value whose `toData` blocks until released (for at most 30 s).
+/// A value whose `toData` blocks until released (for at most 120 s: only a guard against hanging.
+/// In a full `swift test` on 2 cores the reliability sweeps keep the cooperative threads busy, and
+/// the awaiting test can wait tens of seconds for one before it gets to release the value).
 final class BlockingValue: ValueConverter, Sendable {
     let release: DispatchSemaphore
     let timedOut = Atomic<Bool>(false)
     init(release: DispatchSemaphore) { self.release = release }
     static func from(data: Data) -> BlockingValue? { nil }
     var toData: Data? {
-        if release.wait(timeout: .now() + 30) == .timedOut { timedOut.store(true, ordering: .relaxed) }
+        if release.wait(timeout: .now() + 120) == .timedOut { timedOut.store(true, ordering: .relaxed) }
         return bytes("released")
     }
     var value: Int { 0 }

@@ -9,6 +9,9 @@ enum LogRecord: Equatable {
     case blobs([BlobPlacement])
     /// Blobs dropped by collection.
     case drop(time: UInt32, digests: [Digest])
+    /// Pack bytes a commit needed that were not synced: the log carries them in place of a pack sync,
+    /// and recovery writes them back to a pack that lost them (Docs/durability.md).
+    case packBytes(PackBytes)
 
     struct Commit: Equatable {
         var sequence: UInt64
@@ -30,8 +33,15 @@ enum LogRecord: Equatable {
         var time: UInt32
     }
 
+    struct PackBytes: Equatable {
+        var pack: UInt32
+        var offset: UInt64
+        var bytes: [UInt8]
+    }
+
+    /// Frame types; 4 is the WAL's sync point (``WALFormat/syncPointKind``).
     enum Kind: UInt8 {
-        case commit = 1, blobs = 2, drop = 3
+        case commit = 1, blobs = 2, drop = 3, packBytes = 5
     }
 
     var kind: Kind {
@@ -39,6 +49,7 @@ enum LogRecord: Equatable {
         case .commit: .commit
         case .blobs: .blobs
         case .drop: .drop
+        case .packBytes: .packBytes
         }
     }
 
@@ -74,6 +85,10 @@ enum LogRecord: Equatable {
             writer.append(time)
             writer.append(UInt32(digests.count))
             for digest in digests { writer.append(digest) }
+        case .packBytes(let logged):
+            writer.append(logged.pack)
+            writer.append(logged.offset)
+            writer.appendLengthPrefixed(logged.bytes)
         }
         return writer.bytes
     }
@@ -148,6 +163,14 @@ enum LogRecord: Equatable {
                 digests.reserveCapacity(count)
                 for _ in 0 ..< count { digests.append(try reader.readDigest()) }
                 record = .drop(time: time, digests: digests)
+            case .packBytes:
+                let pack = try reader.read(UInt32.self)
+                let offset = try reader.read(UInt64.self)
+                let bytes = Array(try reader.readLengthPrefixed(limit: WALFormat.maximumPackBytes))
+                guard pack <= BlobEntry.maximumPackID, offset <= BlobEntry.maximumOffset - UInt64(bytes.count) else {
+                    throw Malformed(description: "pack bytes at \(pack):\(offset) are out of range")
+                }
+                record = .packBytes(PackBytes(pack: pack, offset: offset, bytes: bytes))
             }
             guard reader.isAtEnd else { throw Malformed(description: "\(reader.remaining) trailing bytes") }
             return record

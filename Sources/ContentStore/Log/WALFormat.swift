@@ -4,7 +4,7 @@
 /// segment header (32 bytes) magic "CSWALSEG" | u32 version | u32 salt | u64 segment number | u32 0 | u32 crc32c(0..<28)
 /// record frame              u32 payload length | u32 masked crc32c(salt ++ type ++ payload) | u8 type | payload
 /// ```
-/// Types 1–3 are ``LogRecord`` kinds. Type 4 is a sync point: its 8-byte payload is the segment offset
+/// Types 1–3 and 5 are ``LogRecord`` kinds. Type 4 is a sync point: its 8-byte payload is the segment offset
 /// below which everything was durable when the batch it starts was written.
 /// The salt is random per segment, so bytes of another segment (or file) never pass for a record here.
 enum WALFormat {
@@ -13,6 +13,9 @@ enum WALFormat {
     static let frameHeaderSize = 9
     static let magic: [UInt8] = Array("CSWALSEG".utf8)
     static let syncPointKind: UInt8 = 4
+    /// Most pack bytes one batch carries (``LogRecord/packBytes(_:)``), whatever the limits: a frame
+    /// of them must stay readable by a store opened with a smaller transaction limit.
+    static let maximumPackBytes = 1 << 20
 
     static func fileName(_ number: UInt64) -> String { hex16(number) + ".log" }
 

@@ -19,7 +19,7 @@ enum WALSegmentReader {
     /// Refused before reading: no legitimate segment comes near this.
     static let maximumSegmentFileSize: UInt64 = 4 << 30
 
-    static func maximumPayload(_ limits: Store.Limits) -> Int { limits.maximumTransactionSize + 1024 }
+    static func maximumPayload(_ limits: Store.Limits) -> Int { max(limits.maximumTransactionSize, WALFormat.maximumPackBytes) + 1024 }
 
     static func read(
         _ bytes: UnsafeRawBufferPointer, path: String, expectedNumber: UInt64, isLast: Bool, limits: Store.Limits,

@@ -8,9 +8,11 @@ import Synchronization
 ///
 /// Records are framed into an in-memory buffer under a short lock and receive a log sequence number
 /// (LSN, a byte position in this process's log stream). ``flush(upTo:synchronously:)`` makes one
-/// caller the leader: it takes everything buffered, syncs the packs those records may refer to, writes
-/// the batch and syncs it once for every waiting committer. Callers that arrive meanwhile wait and
-/// are covered by the next batch.
+/// caller the leader: it takes everything buffered, makes durable the pack appends those records may
+/// refer to, writes the batch and syncs it once for every waiting committer. Callers that arrive
+/// meanwhile wait and are covered by the next batch. The pack appends become durable by riding in
+/// the batch when they are few bytes (a small commit then costs one sync, not two), else by syncing
+/// the packs before the batch is written (``BlobStorage/prepareCommit(loggingUpTo:)``).
 ///
 /// After a failed write or sync the log is failed for good: what reached the disk is unknown, so a
 /// later sync must never be taken as covering it ("fsyncgate"). Every later call throws until the
@@ -19,7 +21,8 @@ final class WriteAheadLog: Sendable {
     let directory: String
     private let fileSystem: FileSystem
     private let segmentSizeLimit: UInt64
-    private let synchronizePacks: @Sendable () throws -> Void
+    private let packs: any BlobStorage
+    private let packBytesLimit: Int
 
     struct Segment {
         var number: UInt64
@@ -57,12 +60,14 @@ final class WriteAheadLog: Sendable {
     }
 
     /// Continues `segment` (whose first `segment.size` bytes are intact and durable).
+    /// A synchronous batch carries up to `packBytesLimit` bytes of pack appends instead of syncing packs.
     init(directory: String, fileSystem: FileSystem, segment: Segment, olderSegments: [UInt64: UInt64], segmentSizeLimit: UInt64,
-         synchronizePacks: @escaping @Sendable () throws -> Void) {
+         packs: any BlobStorage, packBytesLimit: Int) {
         self.directory = directory
         self.fileSystem = fileSystem
         self.segmentSizeLimit = segmentSizeLimit
-        self.synchronizePacks = synchronizePacks
+        self.packs = packs
+        self.packBytesLimit = packBytesLimit
         state = Mutex(State(segment: segment, completedSegments: olderSegments))
         bytesSinceCheckpoint.store(olderSegments.values.reduce(0, +) + segment.size, ordering: .relaxed)
     }
@@ -119,8 +124,16 @@ final class WriteAheadLog: Sendable {
                     state.waiters.append(Waiter(lsn: lsn, synchronously: synchronously, semaphore: semaphore))
                     return .wait(semaphore)
                 }
+                // Chosen under this lock, so every record the batch takes was logged after the appends it names.
+                let packs: PackCommitPlan
+                do {
+                    packs = synchronously ? try self.packs.prepareCommit(loggingUpTo: packBytesLimit) : PackCommitPlan()
+                } catch {
+                    state.failure = WriteAheadLog.failure(error)
+                    throw state.failure!
+                }
                 state.leaderActive = true
-                return .lead(takeBatch(&state))
+                return .lead(takeBatch(&state, packs: packs))
             }
             switch step {
             case .done: return
@@ -161,27 +174,35 @@ final class WriteAheadLog: Sendable {
         var bytes: [UInt8]
         var endLSN: UInt64
         var segment: Segment
+        var packs: PackCommitPlan
     }
 
-    private func takeBatch(_ state: inout State) -> Batch {
-        // A sync point in front of the batch tells recovery how much of the segment was durable.
+    private func takeBatch(_ state: inout State, packs: PackCommitPlan) -> Batch {
+        // A sync point in front of the batch tells recovery how much of the segment was durable. The
+        // pack bytes come next, ahead of every record that may refer to them: a torn batch that keeps
+        // a record keeps them too.
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(state.pending.count + 17)
-        if !state.pending.isEmpty {
+        bytes.reserveCapacity(state.pending.count + 17 + packs.logged.reduce(0) { $0 + $1.bytes.count + 30 })
+        if !state.pending.isEmpty || !packs.logged.isEmpty {
             var claim = ByteWriter(capacity: 8)
             claim.append(state.segment.durableSize)
             WALFormat.appendFrame(kind: WALFormat.syncPointKind, payload: claim.bytes, salt: state.segment.salt, to: &bytes)
         }
+        for logged in packs.logged {
+            let record = LogRecord.packBytes(logged)
+            WALFormat.appendFrame(kind: record.kind.rawValue, payload: record.encoded(), salt: state.segment.salt, to: &bytes)
+        }
+        bytesSinceCheckpoint.add(UInt64(bytes.count), ordering: .relaxed)
         bytes.append(contentsOf: state.pending)
         state.pending.removeAll(keepingCapacity: true)
-        let batch = Batch(bytes: bytes, endLSN: state.appendedLSN, segment: state.segment)
+        let batch = Batch(bytes: bytes, endLSN: state.appendedLSN, segment: state.segment, packs: packs)
         state.segment.size += UInt64(bytes.count)
         return batch
     }
 
     private func lead(_ batch: Batch, synchronously: Bool) throws {
         do {
-            if synchronously { try synchronizePacks() }
+            if synchronously { try packs.synchronize(batch.packs) }
             if !batch.bytes.isEmpty { try batch.segment.file.write(batch.bytes, at: batch.segment.size) }
             if synchronously { try batch.segment.file.synchronizeData() }
             try state.withLock { state in
@@ -229,8 +250,10 @@ final class WriteAheadLog: Sendable {
     }
 
     /// Syncs the full segment (so only the last segment can ever hold a torn tail) and opens the next.
+    /// Every pack is synced first, also the bytes batches carried: a checkpoint rotates, and then lets
+    /// the segments that carried them go.
     private func startNextSegment(_ state: inout State) throws {
-        try synchronizePacks()
+        try packs.synchronize()
         try state.segment.file.synchronizeData()
         let next = try WriteAheadLog.createSegment(number: state.segment.number + 1, salt: state.segment.salt, in: directory, fileSystem: fileSystem)
         state.completedSegments[state.segment.number] = state.segment.size

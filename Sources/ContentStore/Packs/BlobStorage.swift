@@ -21,11 +21,26 @@ protocol BlobStorage: AnyObject, Sendable {
     func hasUnsettledAppends(_ pack: UInt32) -> Bool
     /// Random access to a pack's bytes; nil when the pack does not exist.
     func file(_ pack: UInt32) -> File?
-    /// Makes every append so far durable.
+    /// How the appends so far become durable with the WAL batch being taken: carried by it when they
+    /// come to at most `limit` bytes, else synced first.
+    func prepareCommit(loggingUpTo limit: Int) throws -> PackCommitPlan
+    /// Performs the syncs `plan` calls for.
+    func synchronize(_ plan: PackCommitPlan) throws
+    /// Makes every append so far durable by syncing it (also the ones a WAL batch carries).
     func synchronize() throws
     /// Deletes a pack whose live entries are gone or moved (durable once the caller syncs the directory).
     func remove(_ pack: UInt32) throws
     func close()
+}
+
+/// What makes the packs' appends durable along with a WAL batch (``BlobStorage/prepareCommit(loggingUpTo:)``).
+struct PackCommitPlan {
+    /// The bytes appended since they were last synced or logged, for the batch to carry.
+    var logged: [LogRecord.PackBytes] = []
+    /// Packs to sync before the batch is written.
+    var files: [File] = []
+    /// Whether the pack directory needs a sync before the batch (a pack was created).
+    var directory = false
 }
 
 /// The record log: ordered, checksummed, durable on flush. ``WriteAheadLog`` keeps it in local

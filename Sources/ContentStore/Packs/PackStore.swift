@@ -13,8 +13,10 @@ struct BlobLocation: Hashable, Sendable {
 ///
 /// One pack is active at a time; entries are appended to it under a short lock (compression and
 /// hashing happened before), and it is sealed with a trailing index once it passes the size target.
-/// Appends reach stable storage at ``synchronize()``, which the WAL calls before it syncs any record
-/// that refers to them.
+/// Appends become durable before the WAL syncs a record that refers to them: the WAL either carries
+/// the bytes appended since the last sync (``prepareCommit(loggingUpTo:)``, when they are few) or has
+/// the packs synced first (``synchronize(_:)``). ``synchronize()`` syncs every pack: what a checkpoint
+/// needs before the segments carrying pack bytes go.
 final class PackStore: Sendable {
     let directory: String
     private let sizeTarget: UInt64
@@ -40,6 +42,9 @@ final class PackStore: Sendable {
         var active: Active?
         var nextID: UInt32 = 1
         var unsynced: [UInt32: File] = [:]
+        /// For each pack in `unsynced`: where the bytes neither synced nor carried by the WAL start.
+        /// A pack created since its last sync starts at 0, header included.
+        var unlogged: [UInt32: UInt64] = [:]
         var directoryNeedsSync = false
         /// Set when a sync failed: the kernel may have dropped the unsynced pages, so no later sync may
         /// be taken as covering them ("fsyncgate"). Appends and syncs throw it until the store is reopened.
@@ -52,11 +57,15 @@ final class PackStore: Sendable {
 
     /// Opens every pack in `directory` for reading. Opening lists the directory and stats each file;
     /// it reads no entries.
-    init(directory: String, sizeTarget: UInt64, fileSystem: FileSystem) throws {
+    /// New packs are numbered from `firstNewID` at least: recovery passes one more than every pack the
+    /// replayed WAL carries bytes for, so a pack collection deleted never returns under its old number
+    /// for a later recovery to write those bytes into.
+    init(directory: String, sizeTarget: UInt64, fileSystem: FileSystem, firstNewID: UInt32 = 1) throws {
         self.directory = directory
         self.sizeTarget = sizeTarget
         self.fileSystem = fileSystem
         var initial = State()
+        initial.nextID = max(1, firstNewID)
         for name in try fileSystem.contents(of: directory) {
             guard let id = PackFormat.id(fromFileName: name) else { continue }
             let file = try fileSystem.open(directory + "/" + name, flags: O_RDONLY)
@@ -93,7 +102,7 @@ final class PackStore: Sendable {
             active.index.append(entry)
             active.size += length
             state.sizes[active.id] = active.size
-            state.unsynced[active.id] = active.file
+            if state.unsynced.updateValue(active.file, forKey: active.id) == nil { state.unlogged[active.id] = location.offset }
             state.unsettled[active.id, default: 0] += 1
             guard active.size - active.writeBackStart >= PackStore.writeBackStep else { return (location, nil) }
             defer { active.writeBackStart = active.size }
@@ -119,13 +128,65 @@ final class PackStore: Sendable {
         state.withLock { $0.unsettled[pack] != nil }
     }
 
-    /// `fdatasync`s every pack written since the last call, then the directory if a pack was created.
+    /// Chooses, for a WAL batch about to be synced, how the appends it may refer to become durable:
+    /// when the bytes appended since they were last synced or logged come to at most `limit`, the
+    /// batch carries them (one sync per commit instead of two); otherwise their packs are synced
+    /// first. The caller holds the WAL lock, so every record in the batch was logged after its append.
+    /// The directory is synced either way when a pack was created: recovery writes bytes back only
+    /// into a pack that exists.
+    func prepareCommit(loggingUpTo limit: Int) throws -> PackCommitPlan {
+        let unlogged = try state.withLock { state in
+            if let failure = state.failure { throw failure }
+            return state.unsynced.compactMap { pack, file -> (pack: UInt32, file: File, range: Range<UInt64>)? in
+                let end = state.sizes[pack] ?? 0
+                let start = state.unlogged[pack] ?? 0  // unknown: carry or sync the whole pack
+                return start < end ? (pack, file, start ..< end) : nil
+            }
+        }
+        var result = PackCommitPlan()
+        // Bytes below a pack's size are written and never change, so they are read without the lock.
+        if unlogged.reduce(0, { $0 + $1.range.count }) <= UInt64(limit) {
+            for tail in unlogged {
+                if let bytes = try? tail.file.readExactly(tail.range.count, at: tail.range.lowerBound) {
+                    result.logged.append(LogRecord.PackBytes(pack: tail.pack, offset: tail.range.lowerBound, bytes: bytes))
+                } else {
+                    result.files.append(tail.file)  // a sync makes them durable as well
+                }
+            }
+        } else {
+            result.files = unlogged.map(\.file)
+        }
+        let synced = Set(result.files.map(ObjectIdentifier.init))
+        state.withLock { state in
+            for logged in result.logged where state.unlogged[logged.pack] == logged.offset {
+                state.unlogged[logged.pack] = logged.offset + UInt64(logged.bytes.count)
+            }
+            for (pack, file) in state.unsynced where synced.contains(ObjectIdentifier(file)) {
+                state.unsynced[pack] = nil
+                state.unlogged[pack] = nil
+            }
+            result.directory = state.directoryNeedsSync
+            state.directoryNeedsSync = false
+        }
+        return result
+    }
+
+    /// Syncs what ``prepareCommit(loggingUpTo:)`` chose to sync.
+    func synchronize(_ commit: PackCommitPlan) throws {
+        try synchronize(commit.files, directory: commit.directory)
+    }
+
+    /// `fdatasync`s every pack written since it was last synced, then the directory if a pack was created.
     func synchronize() throws {
         let (files, directoryNeedsSync) = try state.withLock { state in
             if let failure = state.failure { throw failure }
-            defer { state.unsynced = [:]; state.directoryNeedsSync = false }
+            defer { state.unsynced = [:]; state.unlogged = [:]; state.directoryNeedsSync = false }
             return (Array(state.unsynced.values), state.directoryNeedsSync)
         }
+        try synchronize(files, directory: directoryNeedsSync)
+    }
+
+    private func synchronize(_ files: [File], directory directoryNeedsSync: Bool) throws {
         // A failure is not retried as if the data were safe (Docs/durability.md).
         do {
             for file in files { try file.synchronizeData() }
@@ -157,6 +218,7 @@ final class PackStore: Sendable {
             state.files[pack] = nil
             state.sizes[pack] = nil
             state.unsynced[pack] = nil
+            state.unlogged[pack] = nil
         }
         try fileSystem.remove(path(of: pack))
     }
@@ -167,6 +229,7 @@ final class PackStore: Sendable {
             state.active = nil
             state.files = [:]
             state.unsynced = [:]
+            state.unlogged = [:]
         }
     }
 
@@ -188,6 +251,7 @@ final class PackStore: Sendable {
         state.files[id] = file
         state.sizes[id] = UInt64(PackFormat.headerSize)
         state.unsynced[id] = file
+        state.unlogged[id] = 0
         state.directoryNeedsSync = true
         return Active(id: id, file: file, size: UInt64(PackFormat.headerSize), index: [], writeBackStart: 0)
     }
@@ -203,6 +267,7 @@ final class PackStore: Sendable {
         }
         state.sizes[active.id] = active.size + UInt64(trailer.count)
         state.unsynced[active.id] = nil
+        state.unlogged[active.id] = nil
         state.active = nil
     }
 }

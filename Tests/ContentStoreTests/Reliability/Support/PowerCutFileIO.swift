@@ -90,6 +90,7 @@ final class PowerCutFileIO: FileIO, Sendable {
         var handles: [Int32: Handle] = [:]
         var paths: [Int32: String] = [:]
         var syncs = 0
+        var syncedPaths: [String] = []
         var calls = 0
         var fault: Fault?
         var faultsInjected = 0
@@ -136,6 +137,8 @@ final class PowerCutFileIO: FileIO, Sendable {
 
     /// Syncs performed (or attempted) so far.
     var syncCount: Int { state.withLock { $0.syncs } }
+    /// The path of every file or directory synced so far, in order.
+    var syncedPaths: [String] { state.withLock { $0.syncedPaths } }
     /// Fault-eligible calls made so far.
     var callCount: Int { state.withLock { $0.calls } }
     /// Whether the planned fault was injected.
@@ -229,6 +232,7 @@ final class PowerCutFileIO: FileIO, Sendable {
         }
         onSync?(self, index)
         return state.withLock { state -> Result<Void, SystemError> in
+            state.syncedPaths.append(state.paths[descriptor] ?? "")
             let failure = fault(.sync, path: state.paths[descriptor] ?? "", &state)
             switch state.handles[descriptor] {
             case .file(let id):

@@ -92,6 +92,8 @@ final class WorkloadRunner {
         configuration.durability = .full
         configuration.packSizeTarget = 64 * 1024
         configuration.walSegmentSize = 64 * 1024
+        // Small, so both ways a commit makes pack bytes durable occur: carried by the WAL, and synced.
+        configuration.loggedPackBytesLimit = 16 * 1024
         configuration.now = { [clock] in clock.now }
         configuration.fileIO = fileIO
     }
@@ -210,6 +212,9 @@ enum CoreWorkload: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case packRewrite
     /// Garbage blobs dropped and a wholly dead pack deleted; a dry run; a second collection after a reopen.
     case collection
+    /// Small blobs committed one by one, their pack bytes carried by the WAL instead of a pack sync;
+    /// a large blob whose pack is synced; a reopen and a checkpoint between.
+    case smallCommits
 
     var testDescription: String { rawValue }
 
@@ -260,6 +265,13 @@ enum CoreWorkload: String, CaseIterable, Sendable, CustomTestStringConvertible {
             runner.clock.advance(by: 7200)
             runner.collectGarbage()
             runner.randomCommit(keys: 4, fresh: runner.putRandomBlobs(1, size: 500 ... 3000))
+        case .smallCommits:
+            for step in 0 ..< 14 {
+                let large = step == 6 ? runner.put(runner.random.bytes(runner.configuration.loggedPackBytesLimit + 4096)) : nil
+                runner.randomCommit(keys: 6, fresh: runner.putRandomBlobs(1, size: 100 ... 3000) + (large.map { [$0] } ?? []))
+                if step == 8 { runner.reopen() }
+                if step == 11 { runner.checkpoint() }
+            }
         }
         runner.close()
     }

@@ -1,0 +1,54 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Writes pack bytes the WAL carried (``LogRecord/packBytes(_:)``) back into their packs.
+///
+/// A durable commit may carry the pack bytes it relies on in its WAL batch instead of syncing the
+/// pack, so a power cut can leave the WAL holding bytes the pack lacks: torn, zeroed, or beyond the
+/// end of the file. Recovery writes every carried range back in log order and syncs those packs
+/// before the store is used. Every range is written, even one that reads back right: what reads back
+/// may be pages a crashed process left in the page cache, not yet on disk, or pages a failed sync
+/// marked clean without writing ("fsyncgate"); either would be lost once a checkpoint deletes the
+/// segments that carry them. All the carried bytes are written back, not only the live blobs', so a
+/// pack stays walkable from entry to entry (collection's rewrite walks it). A pack that no longer
+/// exists was deleted by collection after its blobs moved or died, and nothing is written for it:
+/// the directory is synced before a commit relies on a new pack, so a pack a commit needs is never
+/// missing for want of that.
+struct PackRepair {
+    let directory: String
+    let fileSystem: FileSystem
+    /// Open packs by id; nil for a pack that does not exist.
+    private var files: [UInt32: File?] = [:]
+    private var written: [UInt32: File] = [:]
+    /// One more than the highest pack the WAL carried bytes for.
+    private(set) var firstNewPackID: UInt32 = 1
+
+    init(directory: String, fileSystem: FileSystem) {
+        self.directory = directory
+        self.fileSystem = fileSystem
+    }
+
+    /// Packs written to so far.
+    var packsWritten: Int { written.count }
+
+    mutating func restore(_ logged: LogRecord.PackBytes) throws {
+        firstNewPackID = max(firstNewPackID, logged.pack &+ 1)
+        guard let file = try file(logged.pack) else { return }
+        try file.write(logged.bytes, at: logged.offset)
+        written[logged.pack] = file
+    }
+
+    /// Makes the written bytes durable.
+    func finish() throws {
+        for file in written.values { try file.synchronizeData() }
+    }
+
+    private mutating func file(_ pack: UInt32) throws -> File? {
+        if let known = files[pack] { return known }
+        let path = directory + "/" + PackFormat.fileName(pack)
+        let file = fileSystem.kind(of: path) == .missing ? nil : try fileSystem.open(path, flags: O_RDWR)
+        files[pack] = file
+        return file
+    }
+}
