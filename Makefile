@@ -42,7 +42,9 @@ gc-soak: deps
 # ── Benchmarks: a separate package in Benchmarks/, never built by `make test` ──────────────────
 # `make bench`: the ordo-one suites (Benchmarks/Benchmarks/<Name>/); BENCH_ARGS="--target BlobsBenchmarks" etc.
 # `make compare`: ContentStore side by side with SQLite, file-per-key, restic and git, plus the
-# machine's limits; writes Docs/benchmarks/latest.{md,json,svg}. COMPARE_ARGS="--corpus-mb 50" etc.
+# machine's limits; Warehouse and DataArchive against the originals' file layouts; versions of a
+# large file against restic and borg. Writes Docs/benchmarks/latest.{md,json,svg}.
+# COMPARE_ARGS="--corpus-mb 50" etc. (`compare --help`).
 BENCH_ARGS   ?=
 COMPARE_ARGS ?=
 
@@ -50,11 +52,11 @@ bench: deps
 	cd Benchmarks && $(SWIFT) package benchmark --no-progress $(BENCH_ARGS)
 
 compare: deps
-	@if ! command -v restic >/dev/null 2>&1 || ! command -v git >/dev/null 2>&1; then \
-		echo "Installing restic and git for the comparison ..."; \
+	@if ! command -v restic >/dev/null 2>&1 || ! command -v git >/dev/null 2>&1 || ! command -v borg >/dev/null 2>&1; then \
+		echo "Installing restic, git and borg for the comparison ..."; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		( $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq restic git ) \
-			|| echo "Could not install restic/git; the comparison skips them and says why."; \
+		( $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq restic git borgbackup ) \
+			|| echo "Could not install restic/git/borg; the comparison skips what is missing and says why."; \
 	fi
 	cd Benchmarks && $(SWIFT) build -c release --product compare
 	cd Benchmarks && ./.build/release/compare --output ../Docs/benchmarks $(COMPARE_ARGS)

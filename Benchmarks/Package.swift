@@ -15,16 +15,20 @@ let package = Package(
     targets: [
         // zstd for the peers (ContentStore's own C modules are internal to the engine).
         .systemLibrary(name: "CBenchZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]),
+        // Linux system calls the Glibc module does not import (renameat2 for the directory-swap baseline).
+        .target(name: "CBenchSupport"),
         // Corpus generator, deterministic random numbers, POSIX helpers, store fixtures.
         .target(
             name: "BenchSupport",
-            dependencies: ["CBenchZstd", .product(name: "ContentStore", package: "ContentStore")]
+            dependencies: ["CBenchZstd", "CBenchSupport", .product(name: "ContentStore", package: "ContentStore")]
         ),
         .executableTarget(
             name: "compare",
             dependencies: [
                 "BenchSupport",
                 .product(name: "ContentStore", package: "ContentStore"),
+                .product(name: "Warehouse", package: "ContentStore"),
+                .product(name: "DataArchive", package: "ContentStore"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
@@ -34,7 +38,7 @@ let package = Package(
 
 // ordo-one benchmark suites: Benchmarks/<Name>/<Name>.swift, each `let benchmarks = { ... }`.
 let facades: [String: String] = ["Warehouse": "Warehouse", "DataArchive": "DataArchive"]
-for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive"] {
+for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive", "LargeData"] {
     package.targets.append(.executableTarget(
         name: name + "Benchmarks",
         dependencies: [

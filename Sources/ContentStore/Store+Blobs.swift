@@ -11,7 +11,8 @@ extension Store {
     /// record references it, collection removes it after the grace period.
     @discardableResult
     public func put(_ data: Data) throws -> Digest {
-        try data.withUnsafeBytes { try put(bytes: $0) }
+        if data.count > configuration.chunkingThreshold { return try putChunked(data) }
+        return try data.withUnsafeBytes { try put(bytes: $0) }
     }
 
     func put(bytes: UnsafeRawBufferPointer) throws -> Digest {
@@ -23,10 +24,7 @@ extension Store {
         let time = nowSeconds
         if try freshenIfPresent(digest, time: time) { return digest }
 
-        let compressed = Zstd.compress(bytes, level: configuration.compressionLevel)
-        let placement = try compressed.map { payload in
-            try payload.withUnsafeBytes { try append(digest, compressed: true, rawLength: bytes.count, payload: $0, time: time) }
-        } ?? append(digest, compressed: false, rawLength: bytes.count, payload: bytes, time: time)
+        let placement = try appendEntry(digest, bytes: bytes, time: time)
         // Until the placement is in the index, collection must not judge the pack by the index.
         defer { packs.settle(placement.location.pack) }
 
@@ -43,7 +41,7 @@ extension Store {
         return digest
     }
 
-    private func freshenIfPresent(_ digest: Digest, time: UInt32) throws -> Bool {
+    func freshenIfPresent(_ digest: Digest, time: UInt32) throws -> Bool {
         try core.withLock { core in
             guard core.isOpen else { throw Store.closedError }
             guard core.state.blobs[digest] != nil else { return false }
@@ -52,48 +50,80 @@ extension Store {
         }
     }
 
-    private func append(_ digest: Digest, compressed: Bool, rawLength: Int, payload: UnsafeRawBufferPointer, time: UInt32) throws -> LogRecord.BlobPlacement {
-        let header = PackFormat.entryHeader(digest: digest, compressed: compressed, rawLength: UInt32(rawLength), payload: payload, time: time)
+    /// Compresses `bytes` (keeping them raw when that is no smaller) and appends them to a pack.
+    /// The caller places the result in the index, then settles the pack.
+    func appendEntry(_ digest: Digest, bytes: UnsafeRawBufferPointer, manifest: Bool = false, time: UInt32) throws -> LogRecord.BlobPlacement {
+        try appendEntry(digest, bytes: bytes, compressed: Zstd.compress(bytes, level: configuration.compressionLevel), manifest: manifest, time: time)
+    }
+
+    /// Appends `bytes` to a pack, as `compressed` (their zstd frame) when there is one.
+    func appendEntry(_ digest: Digest, bytes: UnsafeRawBufferPointer, compressed: [UInt8]?, manifest: Bool = false, time: UInt32) throws -> LogRecord.BlobPlacement {
+        try compressed.map { payload in
+            try payload.withUnsafeBytes { try append(digest, compressed: true, manifest: manifest, rawLength: bytes.count, payload: $0, time: time) }
+        } ?? append(digest, compressed: false, manifest: manifest, rawLength: bytes.count, payload: bytes, time: time)
+    }
+
+    private func append(_ digest: Digest, compressed: Bool, manifest: Bool, rawLength: Int, payload: UnsafeRawBufferPointer, time: UInt32) throws -> LogRecord.BlobPlacement {
+        let header = PackFormat.entryHeader(digest: digest, compressed: compressed, manifest: manifest, rawLength: UInt32(rawLength), payload: payload, time: time)
         let location = try packs.append(header: header, payload: payload, indexEntry: PackFormat.IndexEntry(
             digest: digest, offset: 0, rawLength: UInt32(rawLength), storedLength: UInt32(payload.count)))
         return LogRecord.BlobPlacement(
             digest: digest, location: location, compressed: compressed,
-            rawLength: UInt32(rawLength), storedLength: UInt32(payload.count), time: time)
+            rawLength: UInt32(rawLength), storedLength: UInt32(payload.count), time: time, manifest: manifest)
     }
 
     /// The bytes of the blob with `digest`. Recently got blobs come from the read cache
     /// (``Configuration/readCacheSize``), re-hashed like blobs read from their pack.
     ///
-    /// - Throws: `notFound` if the store does not hold it; `corrupted`, naming the pack and offset, if
-    ///   the stored bytes fail their checksum or (with ``Configuration/verifiesReads``) no longer hash
-    ///   to `digest`. Wrong bytes are never returned.
+    /// - Throws: `notFound` if the store does not hold it; `limitExceeded` if it is larger than
+    ///   ``Limits/maximumGetSize`` (``export(_:to:)`` streams it instead); `corrupted`, naming the
+    ///   pack and offset (and for a chunked blob the damaged chunk), if the stored bytes fail their
+    ///   checksum or (with ``Configuration/verifiesReads``) no longer hash to `digest`. Wrong bytes
+    ///   are never returned.
     public func get(_ digest: Digest) throws -> Data {
         try checkOpen()
-        // A collection may move the blob between the lookup and the read; the second lookup sees where.
-        for attempt in 0 ..< 2 {
-            guard let entry = core.withLock({ $0.state.blobs[digest] }) else {
-                throw StoreError(code: .notFound, message: "blob \(digest) is not in the store")
-            }
+        let (entry, file) = try locate(digest)
+        // An entry claiming more than its stored bytes can hold is damage, whatever the size limit.
+        if !entry.isManifest {
+            try PackReader.checkLengths(Self.expected(digest, entry), limits: configuration.limits, path: file.path, offset: entry.location.offset)
+        }
+        let size = entry.isManifest ? try chunkedSize(of: digest) : UInt64(entry.rawLength)
+        guard size <= UInt64(max(0, configuration.limits.maximumGetSize)) else {
+            throw StoreError.limitExceeded("blob \(digest) is \(size) bytes; get returns at most \(configuration.limits.maximumGetSize) (export streams it)")
+        }
+        guard entry.isManifest else {
             if let cached = cache.blob(digest) {
                 // Re-hashed like bytes read from a pack: bytes damaged in memory are not returned either.
                 if !configuration.verifiesReads || Digest.sha256(cached) == digest { return cached }
                 cache.remove(digest)
             }
+            let blob = try readBlob(digest, entry: entry, from: file)
+            cache.insert(blob, for: digest)
+            return blob
+        }
+        var data = Data(capacity: Int(size))
+        try forEachChunk(ofChunkedBlob: digest, size: size) { data.append($0) }
+        return data
+    }
+
+    /// The index entry of a stored blob and the pack file holding it.
+    func locate(_ digest: Digest) throws -> (BlobEntry, File) {
+        // A collection may move the blob between the lookup and the read; the second lookup sees where.
+        for attempt in 0 ..< 2 {
+            guard let entry = core.withLock({ $0.state.blobs[digest] }) else { break }
             guard let file = packs.file(entry.location.pack) else {
                 if attempt == 0 { continue }
                 let path = packs.path(of: entry.location.pack)
                 throw StoreError.corrupted("blob \(digest) is indexed in a pack that is missing", path: path, offset: entry.location.offset)
             }
-            let blob = try readBlob(digest, entry: entry, from: file)
-            cache.insert(blob, for: digest)
-            return blob
+            return (entry, file)
         }
         throw StoreError(code: .notFound, message: "blob \(digest) is not in the store")
     }
 
     func readBlob(_ digest: Digest, entry: BlobEntry, from file: File, verify: Bool? = nil) throws -> Data {
         let offset = entry.location.offset
-        let expected = PackReader.ExpectedEntry(digest: digest, rawLength: entry.rawLength, storedLength: entry.storedLength, compressed: entry.isCompressed)
+        let expected = Self.expected(digest, entry)
         // Checked before the read allocates: an index entry claiming a huge blob cannot exhaust memory.
         try PackReader.checkLengths(expected, limits: configuration.limits, path: file.path, offset: offset)
         return try withUnsafeTemporaryAllocation(byteCount: PackFormat.entryHeaderSize + Int(entry.storedLength), alignment: 16) { stored in
@@ -101,6 +131,10 @@ extension Store {
             return try PackReader.decodeEntry(UnsafeRawBufferPointer(stored), expected: expected, verify: verify ?? configuration.verifiesReads,
                                               limits: configuration.limits, path: file.path, offset: offset)
         }
+    }
+
+    static func expected(_ digest: Digest, _ entry: BlobEntry) -> PackReader.ExpectedEntry {
+        PackReader.ExpectedEntry(digest: digest, rawLength: entry.rawLength, storedLength: entry.storedLength, compressed: entry.isCompressed)
     }
 
     /// Whether the store holds the blob.
@@ -113,28 +147,46 @@ extension Store {
         core.withLock { Int($0.state.blobs[digest]?.refCount ?? 0) }
     }
 
-    /// Stores the contents of a file as a blob.
+    /// Stores the contents of a file as a blob, reading it in pieces: memory stays bounded whatever
+    /// the file's size (a file above ``Configuration/chunkingThreshold`` is chunked as it is read;
+    /// its digest is still the SHA-256 of the whole content).
     @discardableResult
     public func put(contentsOf file: URL) throws -> Digest {
         try checkOpen()
         // pread rather than mmap: each munmap in a multi-threaded process shoots down the other cores' TLBs.
         let input = try fileSystem.open(file.path, flags: O_RDONLY, followingSymlinks: true)
         let size = try input.size()
-        guard size <= UInt64(configuration.limits.maximumBlobSize) else {
-            throw StoreError.limitExceeded("\(file.path) is \(size) bytes; the blob limit is \(configuration.limits.maximumBlobSize)")
+        guard size > UInt64(configuration.chunkingThreshold) else {
+            let bytes = try input.readExactly(Int(size), at: 0)
+            return try bytes.withUnsafeBytes { try put(bytes: $0) }
         }
-        let bytes = try input.readExactly(Int(size), at: 0)
-        return try bytes.withUnsafeBytes { try put(bytes: $0) }
+        var offset: UInt64 = 0
+        return try putChunked(knownDigest: nil) { buffer in
+            let count = try input.read(into: buffer, at: offset)
+            offset += UInt64(count)
+            return count
+        }
     }
 
-    /// Writes a blob to `file`: to a temporary file beside it, synced, then renamed into place.
+    /// Writes a blob to `file`: to a temporary file beside it, synced, then renamed into place. A
+    /// chunked blob is written chunk by chunk, so memory stays bounded whatever its size.
     public func export(_ digest: Digest, to file: URL) throws {
-        let data = try get(digest)
+        try checkOpen()
+        let (entry, stored) = try locate(digest)
         let directory = file.deletingLastPathComponent().path
         let temporary = directory + "/." + file.lastPathComponent + ".\(getpid()).tmp"
         let output = try fileSystem.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o644)
         do {
-            try data.withUnsafeBytes { try output.write($0, at: 0) }
+            if entry.isManifest {
+                var offset: UInt64 = 0
+                try forEachChunk(ofChunkedBlob: digest, size: try chunkedSize(of: digest)) { chunk in
+                    try chunk.withUnsafeBytes { try output.write($0, at: offset) }
+                    offset += UInt64(chunk.count)
+                }
+            } else {
+                let data = try readBlob(digest, entry: entry, from: stored)
+                try data.withUnsafeBytes { try output.write($0, at: 0) }
+            }
             try output.synchronize()
             try fileSystem.rename(temporary, to: file.path)
             try fileSystem.synchronizeDirectory(directory)
@@ -151,7 +203,8 @@ public struct BlobInfo: Hashable, Sendable, Codable {
     public var digest: Digest
     /// Uncompressed size in bytes.
     public var size: Int
-    /// Bytes its pack entry occupies (compressed payload and header).
+    /// Bytes its pack entry occupies (compressed payload and header); for a chunked blob, its
+    /// manifest root's (the chunks are shared between versions and counted in ``Statistics``).
     public var storedSize: Int
     /// Record references pointing at it.
     public var refCount: Int
@@ -162,7 +215,7 @@ extension Store {
     public func info(for digest: Digest) -> BlobInfo? {
         core.withLock { core in
             core.state.blobs[digest].map {
-                BlobInfo(digest: digest, size: Int($0.rawLength), storedSize: Int($0.entryLength), refCount: Int($0.refCount))
+                BlobInfo(digest: digest, size: Int(core.state.blobs.size(of: digest, $0)), storedSize: Int($0.entryLength), refCount: Int($0.refCount))
             }
         }
     }

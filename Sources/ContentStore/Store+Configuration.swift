@@ -21,8 +21,13 @@ extension Store {
         public var maximumReferencesPerRecord: Int = 1 << 20
         /// Largest encoded transaction (keys, values and references together), in bytes.
         public var maximumTransactionSize: Int = 128 * 1024 * 1024
-        /// Largest blob stored as a single pack entry, in bytes.
+        /// Largest blob stored as a single pack entry, in bytes: a blob that is not chunked, or one
+        /// chunk. Larger blobs are chunked (``Configuration/chunkingThreshold``) and have no limit
+        /// as long as the largest chunk (``Configuration/chunking``) is within this one.
         public var maximumBlobSize: Int = Int(UInt32.max) - 1
+        /// Largest blob ``Store/get(_:)`` returns (it holds the whole blob in memory); a larger one
+        /// is `limitExceeded`. ``Store/export(_:to:)`` streams blobs of any size. Default 1 GiB.
+        public var maximumGetSize: Int = 1 << 30
 
         /// The defaults.
         public init() {}
@@ -47,6 +52,14 @@ extension Store {
         public var now: @Sendable () -> Date = { Date() }
         /// Size limits.
         public var limits = Limits()
+        /// Blobs longer than this are split into content-defined chunks, each stored (and
+        /// deduplicated) as a blob of its own, under a manifest tree whose root carries the
+        /// whole content's digest: versions of a large file then share what they have in common.
+        /// Must exceed ``chunking``'s maximum. Default 1 MiB.
+        public var chunkingThreshold: Int = 1 << 20
+        /// Chunk sizes of chunked blobs. Changing them stops new versions from sharing chunks with
+        /// blobs stored before (nothing else changes). Default ``ChunkingParameters/default``.
+        public var chunking: ChunkingParameters = .default
         /// A pack file is sealed and a new one started once it reaches this size. Default 64 MiB.
         public var packSizeTarget: UInt64 = 64 * 1024 * 1024
         /// A WAL segment is closed and a new one started once it reaches this size. Default 64 MiB.

@@ -138,6 +138,14 @@ public final class Store: Sendable {
         guard configuration.packSizeTarget >= 1 << 16, configuration.walSegmentSize >= 1 << 16 else {
             throw StoreError.invalidArgument("pack and WAL segment sizes must be at least 64 KiB")
         }
+        do {
+            try configuration.chunking.validate()
+        } catch {
+            throw StoreError.invalidArgument("\(error)")
+        }
+        guard configuration.chunkingThreshold > configuration.chunking.maximumSize else {
+            throw StoreError.invalidArgument("the chunking threshold \(configuration.chunkingThreshold) does not exceed the maximum chunk size \(configuration.chunking.maximumSize)")
+        }
         if let interval = configuration.maintenanceInterval, interval <= .zero {
             throw StoreError.invalidArgument("the maintenance interval must be positive")
         }

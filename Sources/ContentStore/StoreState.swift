@@ -59,11 +59,12 @@ struct StoreState: Sendable {
         for placement in placements { blobs.place(placement) }
     }
 
-    /// Drops blobs chosen by collection. Only unreferenced blobs may be dropped.
+    /// Drops blobs chosen by collection. Only unreferenced blobs may be dropped, and manifest nodes
+    /// only with their children (``drop(manifests:)``).
     mutating func drop(_ digests: [Digest]) throws(Inconsistency) {
         for digest in digests {
-            if let entry = blobs[digest], entry.refCount != 0 {
-                throw Inconsistency(description: "collection dropped \(digest) while \(entry.refCount) references remain")
+            if let entry = blobs[digest], entry.refCount != 0 || entry.isManifest {
+                throw Inconsistency(description: "collection dropped \(digest) while \(entry.refCount) references remain or without its children")
             }
         }
         for digest in digests { blobs.remove(digest) }
@@ -76,6 +77,8 @@ struct StoreState: Sendable {
         case .drop(_, let digests): try drop(digests)
         // Bytes for a pack, not state: recovery writes them back to the pack (``PackRepair``).
         case .packBytes: break
+        case .manifests(let manifests): try apply(manifests)
+        case .dropManifests(_, let drops): try drop(manifests: drops)
         }
     }
 }

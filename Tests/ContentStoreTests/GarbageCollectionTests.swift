@@ -353,6 +353,8 @@ import Testing
         let dir = TemporaryDirectory()
         var configuration = Store.Configuration.testing()
         configuration.packSizeTarget = 16 << 20
+        // Single entries larger than a read chunk: blobs this size are not chunked.
+        configuration.chunkingThreshold = configuration.limits.maximumBlobSize
         let store = try Store(at: dir.store, configuration: configuration)
         var random = SeededRandom(seed: 11)
         _ = try store.put(random.bytes(8 << 20))

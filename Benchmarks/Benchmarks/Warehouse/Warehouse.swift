@@ -1,5 +1,7 @@
 // Warehouse operations over ContentStore (issue 4): add-step with 4 KiB user data and a 256 KiB
-// asset, undo, redo, snapshot fetch, and duplicating a project holding 100 MiB of assets.
+// asset (from one thread, and from 8 threads on 8 projects at once), undo, redo, snapshot fetch,
+// and duplicating a project holding 100 MiB of assets. The side-by-side comparison with the
+// original's directory layout is in `compare` (workload `warehouse`).
 import Benchmark
 import BenchSupport
 import ContentStore
@@ -12,6 +14,8 @@ private final class State: @unchecked Sendable {
     var fixture: StoreFixture?
     var storage: ProjectStorage?
     var project = UUID()
+    /// More projects, one per concurrent writer.
+    var projects: [UUID] = []
     var counter: UInt64 = 0
     var userData = Data()
     var asset = Data()
@@ -35,8 +39,12 @@ private final class State: @unchecked Sendable {
     }
 
     func addStep() throws {
+        try addStep(to: project, content: nextContent())
+    }
+
+    func addStep(to project: UUID, content: StepContent) throws {
         let snapshot = try storage!.fetchSnapshot(ofProject: project, options: .stepIDs)
-        try storage!.update(ProjectUpdateRequest.addStep(snapshot, content: nextContent())!)
+        try storage!.update(ProjectUpdateRequest.addStep(snapshot, content: content)!)
     }
 }
 
@@ -48,6 +56,27 @@ let benchmarks: @Sendable () -> Void = {
                              setup: { try add.setUp("warehouse-add") }, teardown: { add.fixture?.remove() })
     ) { benchmark in
         do { try add.addStep() } catch { benchmark.error("\(error)") }
+    }
+
+    // 8 threads, each adding one step to its own project: one iteration is 8 add-steps, whose
+    // commits the store may share syncs between.
+    let concurrent = State()
+    Benchmark(
+        "add step, 8 threads on 8 projects (8 add-steps per iteration)",
+        configuration: .init(
+            metrics: metrics, maxDuration: .seconds(3), maxIterations: 500,
+            setup: {
+                try concurrent.setUp("warehouse-add-8")
+                concurrent.projects = try (0 ..< 8).map { _ in try concurrent.storage!.createProject() }
+            },
+            teardown: { concurrent.fixture?.remove() })
+    ) { benchmark in
+        let contents = concurrent.projects.map { _ in concurrent.nextContent() }
+        do {
+            try runThreads(concurrent.projects.count) { thread in
+                try concurrent.addStep(to: concurrent.projects[thread], content: contents[thread])
+            }
+        } catch { benchmark.error("\(error)") }
     }
 
     // Undo and redo alternate over a project of 20 steps, so each is always possible.

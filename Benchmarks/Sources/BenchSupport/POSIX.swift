@@ -1,3 +1,4 @@
+import CBenchSupport
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -11,6 +12,12 @@ public struct SystemCallError: Error, CustomStringConvertible {
     public var path: String
     public var code: Int32
     public var description: String { "\(call)(\(path)): \(String(cString: strerror(code)))" }
+
+    public init(call: String, path: String, code: Int32) {
+        self.call = call
+        self.path = path
+        self.code = code
+    }
 }
 
 /// Thin POSIX helpers: the peers and the limit probes use the same calls the engine does.
@@ -67,7 +74,54 @@ public enum POSIX {
     public static func atomicWrite(_ path: String, _ bytes: UnsafeRawBufferPointer, temporarySuffix: String) throws {
         let temporary = path + temporarySuffix
         try writeFile(temporary, bytes, sync: true)
-        try check(rename(temporary, path), "rename", path)
+        try check(Glibc.rename(temporary, path), "rename", path)
+    }
+
+    /// Atomically swaps two existing paths (files or directories): after it, each name holds what
+    /// the other held. Linux `renameat2(RENAME_EXCHANGE)`.
+    public static func exchange(_ first: String, _ second: String) throws {
+        try check(bench_exchange_paths(first, second), "renameat2(RENAME_EXCHANGE)", first + " <-> " + second)
+    }
+
+    public static func rename(_ source: String, to destination: String) throws {
+        try check(Glibc.rename(source, destination), "rename", source + " -> " + destination)
+    }
+
+    /// Copies a file in the kernel (`copy_file_range`, which shares extents where the file system
+    /// can), `fsync`ing the copy when `sync` is set.
+    public static func copyFile(_ source: String, to destination: String, sync: Bool) throws {
+        let input = try open(source, O_RDONLY)
+        defer { close(input) }
+        let output = try open(destination, O_WRONLY | O_CREAT | O_TRUNC)
+        defer { close(output) }
+        var info = stat()
+        try check(fstat(input, &info), "fstat", source)
+        var remaining = Int(info.st_size)
+        while remaining > 0 {
+            let n = bench_copy_file_range(input, output, UInt(remaining))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw SystemCallError(call: "copy_file_range", path: destination, code: errno)
+            }
+            if n == 0 { break }
+            remaining -= Int(n)
+        }
+        if sync { try fsync(output, path: destination) }
+    }
+
+    /// The names in a directory (no `.` or `..`), unsorted; nil if it does not exist.
+    public static func directoryEntries(_ path: String) throws -> [String]? {
+        guard let directory = opendir(path) else {
+            if errno == ENOENT { return nil }
+            throw SystemCallError(call: "opendir", path: path, code: errno)
+        }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
     }
 
     /// The whole file; nil if it does not exist.
@@ -100,8 +154,14 @@ public enum POSIX {
         access(path, F_OK) == 0
     }
 
-    public static func makeDirectory(_ path: String) throws {
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    /// Creates a directory, with its missing parents when `intermediates` is set (an existing
+    /// directory is fine then); without, one `mkdir` that fails if the path exists.
+    public static func makeDirectory(_ path: String, intermediates: Bool = true) throws {
+        if intermediates {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } else {
+            try check(mkdir(path, 0o755), "mkdir", path)
+        }
     }
 
     public static func unlink(_ path: String) throws {

@@ -1,7 +1,7 @@
 import BenchSupport
 import Foundation
 
-/// A command-line contender for bulk ingest (restic, git), run as a child process.
+/// A command-line contender (restic, git for bulk ingest; restic, borg for versions), run as a child process.
 struct ExternalTool {
     var name: String
     var executable: String
@@ -25,7 +25,7 @@ struct ExternalTool {
 
     /// `<tool> --version`'s first line.
     var version: String {
-        guard skipReason == nil, let output = try? run([name == "git" ? "--version" : "version"], environment: [:]) else { return "" }
+        guard skipReason == nil, let output = try? run([name == Name.restic ? "version" : "--version"], environment: [:]) else { return "" }
         return output.split(separator: "\n").first.map(String.init) ?? ""
     }
 
@@ -52,33 +52,66 @@ struct ExternalTool {
         return output.text
     }
 
-    /// Ingests the corpus into a fresh repository under `directory`; returns the timed seconds.
-    /// Repository set-up (`restic init`, `git init`) is not timed.
-    func ingest(_ corpus: Corpus, into directory: String) throws -> Double {
+    /// The environment every run of the tool gets, with its state (cache, configuration) under `directory`.
+    private func environment(_ directory: String) -> [String: String] {
         switch name {
-        case "restic":
-            let environment = ["RESTIC_PASSWORD": "benchmark", "RESTIC_CACHE_DIR": directory + "/cache", "RESTIC_PROGRESS_FPS": "0"]
-            try run(["-r", directory + "/repo", "init"], environment: environment)
-            return try measureSeconds {
-                try run(["-r", directory + "/repo", "backup", "--quiet", "--host", "bench", "."], environment: environment, directory: corpus.root)
-            }
+        case Name.restic:
+            ["RESTIC_PASSWORD": "benchmark", "RESTIC_CACHE_DIR": directory + "/cache", "RESTIC_PROGRESS_FPS": "0"]
+        case Name.borg:
+            ["BORG_BASE_DIR": directory + "/base", "BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK": "yes",
+             "BORG_RELOCATED_REPO_ACCESS_IS_OK": "yes"]
         default:
-            let gitDir = directory + "/repo.git"
-            let base = ["--git-dir=" + gitDir, "--work-tree=" + corpus.root]
-            let environment = ["GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost",
-                               "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost",
-                               "GIT_CONFIG_NOSYSTEM": "1", "HOME": directory]
-            try run(["init", "--quiet", "--bare", gitDir], environment: environment)
-            return try measureSeconds {
-                try run(base + ["add", "--all", "."], environment: environment, directory: corpus.root)
-                try run(base + ["commit", "--quiet", "-m", "corpus"], environment: environment, directory: corpus.root)
-            }
+            ["GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost", "GIT_COMMITTER_NAME": "bench",
+             "GIT_COMMITTER_EMAIL": "bench@localhost", "GIT_CONFIG_NOSYSTEM": "1", "HOME": directory]
         }
     }
 
-    /// Bytes the repository occupies (restic's cache excluded).
+    private func repository(_ directory: String) -> String {
+        directory + (name == Name.git ? "/repo.git" : "/repo")
+    }
+
+    /// Creates an empty repository under `directory` (not timed by the callers): restic with its
+    /// default settings, borg unencrypted (restic cannot turn encryption off; borg's default
+    /// repokey mode would add key handling, not storage), git bare.
+    func initRepository(in directory: String) throws {
+        switch name {
+        case Name.restic: try run(["-r", repository(directory), "init"], environment: environment(directory))
+        case Name.borg: try run(["init", "--encryption=none", repository(directory)], environment: environment(directory))
+        default: try run(["init", "--quiet", "--bare", repository(directory)], environment: environment(directory))
+        }
+    }
+
+    /// Ingests the corpus into a fresh repository under `directory`; returns the timed seconds.
+    /// Repository set-up (`restic init`, `git init`) is not timed.
+    func ingest(_ corpus: Corpus, into directory: String) throws -> Double {
+        try initRepository(in: directory)
+        let environment = environment(directory)
+        if name == Name.restic {
+            return try measureSeconds {
+                try run(["-r", repository(directory), "backup", "--quiet", "--host", "bench", "."], environment: environment, directory: corpus.root)
+            }
+        }
+        let base = ["--git-dir=" + repository(directory), "--work-tree=" + corpus.root]
+        return try measureSeconds {
+            try run(base + ["add", "--all", "."], environment: environment, directory: corpus.root)
+            try run(base + ["commit", "--quiet", "-m", "corpus"], environment: environment, directory: corpus.root)
+        }
+    }
+
+    /// Backs up one file (named relative to its directory) as snapshot/archive number `version` of
+    /// the repository under `directory` (restic or borg); returns the seconds. borg compresses
+    /// with zstd level 3, like ContentStore; restic uses its default (`auto`: zstd).
+    func backup(file: String, version: Int, repository directory: String) throws -> Double {
+        let folder = (file as NSString).deletingLastPathComponent, fileName = (file as NSString).lastPathComponent
+        let arguments = name == Name.restic
+            ? ["-r", repository(directory), "backup", "--quiet", "--host", "bench", fileName]
+            : ["create", "--compression", "zstd,3", repository(directory) + "::v\(version)", fileName]
+        return try measureSeconds { try run(arguments, environment: environment(directory), directory: folder) }
+    }
+
+    /// Bytes the repository occupies (caches excluded).
     func repositorySize(_ directory: String) -> UInt64 {
-        POSIX.diskUsage(directory + (name == "restic" ? "/repo" : "/repo.git"))
+        POSIX.diskUsage(repository(directory))
     }
 }
 

@@ -3,7 +3,7 @@ import Foundation
 /// Command-line options of `compare`.
 struct Options {
     var corpusMB = 200
-    var rounds = 5
+    var rounds = 4
     var commitSeconds = 1.5
     var readSeconds = 1.0
     var readBlocks = 20_000
@@ -16,7 +16,21 @@ struct Options {
     /// Only these contenders / workloads (for profiling one of them); nil = all.
     var contenders: Set<String>?
     var workloads: Set<String>?
-    static let workloadNames: Set<String> = ["ingest", "commits", "reads"]
+    static let workloadNames: Set<String> = ["ingest", "commits", "reads", "warehouse", "archive", "versions"]
+    /// Rounds (the first ones) that run the Warehouse and DataArchive workloads.
+    var facadeRounds = 3
+    /// Warehouse (issue 4): seconds per timed phase, threads of the concurrent run, the duplicated project's size.
+    var warehouseSeconds = 1.0
+    var warehouseThreads = 8
+    var duplicateMiB = 100
+    var duplicates = 3
+    /// DataArchive (issue 5): seconds per timed run; versions of the storage measurement.
+    var archiveSeconds = 0.5
+    var archiveVersions = 100
+    /// Versions (issue 8): how many versions of a file of `versionMiB`, in the first `versionRounds` rounds.
+    var versions = 12
+    var versionMiB = 16
+    var versionRounds = 1
 
     static let usage = """
         usage: compare [options]
@@ -25,7 +39,7 @@ struct Options {
         the same run; writes latest.md, latest.json and latest.svg. Progress goes to stderr.
 
           --corpus-mb N        size of the generated corpus in MB (default 200)
-          --rounds N           alternating rounds (default 5)
+          --rounds N           alternating rounds (default 4)
           --commit-seconds S   length of each durable-commit run (default 1.5)
           --read-seconds S     length of each point-read run (default 1.0)
           --read-blocks N      4 KiB blobs in each point-read store (default 20000)
@@ -34,8 +48,21 @@ struct Options {
           --keep-scratch       leave the scratch directory (CONTENTSTORE_BENCH_DIR) in place
           --ingest-threads N   threads each built-in contender ingests with (default: cores)
           --no-limits          skip the machine-limit probes (for profiling a contender)
-          --only NAMES         comma-separated contenders to run (ContentStore, SQLite, file-per-key, restic, git)
-          --workloads NAMES    comma-separated subset of: ingest (with re-ingest and collect), commits, reads
+          --only NAMES         comma-separated contenders to run (ContentStore, SQLite, file-per-key,
+                               directory-per-step, restic, borg, git)
+          --workloads NAMES    comma-separated subset of: ingest (with re-ingest and collect), commits, reads,
+                               warehouse, archive, versions
+          --facade-rounds N    rounds that run the Warehouse and DataArchive workloads (default 3)
+          --warehouse-seconds S  length of each Warehouse phase (add-step, undo, redo; fetch: half) (default 1.0)
+          --warehouse-threads N  threads (each on its own project) of the concurrent Warehouse run (default 8)
+          --duplicate-mib N    assets of the duplicated Warehouse project, in MiB (default 100; 0 skips)
+          --duplicates N       duplicates timed per round and contender (default 3)
+          --archive-seconds S  length of each DataArchive run (default 0.5)
+          --archive-versions N versions (10 distinct contents) in the DataArchive storage measurement (default 100)
+          --versions N         versions of the edited file (issue 8) (default 12, to fit the run in 10 minutes;
+                               issue 8's measurement is 100)
+          --version-mib N      size of that file in MiB (default 16)
+          --version-rounds N   rounds that run the versions workload (default 1)
         """
 
     /// Whether the contender named `name` runs ("SQLite" matches "SQLite (GRDB)").
@@ -58,6 +85,10 @@ struct Options {
             guard let parsed = T(value(flag)), parsed > 0 else { fail("\(flag) needs a positive number") }
             return parsed
         }
+        func nonNegative(_ flag: String) -> Int {
+            guard let parsed = Int(value(flag)), parsed >= 0 else { fail("\(flag) needs a number ≥ 0") }
+            return parsed
+        }
         while let argument = iterator.next() {
             switch argument {
             case "--corpus-mb": options.corpusMB = number(argument)
@@ -70,6 +101,16 @@ struct Options {
             case "--keep-scratch": options.keepScratch = true
             case "--no-limits": options.probeLimits = false
             case "--ingest-threads": options.ingestThreads = number(argument)
+            case "--facade-rounds": options.facadeRounds = number(argument)
+            case "--warehouse-seconds": options.warehouseSeconds = number(argument)
+            case "--warehouse-threads": options.warehouseThreads = number(argument)
+            case "--duplicate-mib": options.duplicateMiB = nonNegative(argument)
+            case "--duplicates": options.duplicates = number(argument)
+            case "--archive-seconds": options.archiveSeconds = number(argument)
+            case "--archive-versions": options.archiveVersions = number(argument)
+            case "--versions": options.versions = number(argument)
+            case "--version-mib": options.versionMiB = number(argument)
+            case "--version-rounds": options.versionRounds = number(argument)
             case "--only":
                 options.contenders = Set(value(argument).split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
             case "--workloads":

@@ -7,8 +7,11 @@ enum Name {
     static let filePerKey = "file-per-key"
     static let restic = "restic"
     static let git = "git"
-    static let columns = [contentStore, sqlite, filePerKey, restic, git]
-    static let peers = [sqlite, filePerKey, restic, git]
+    static let borg = "borg"
+    /// The original Warehouse's layout (``DirectoryProjectStore``).
+    static let directoryPerStep = "directory-per-step"
+    static let columns = [contentStore, sqlite, filePerKey, directoryPerStep, restic, borg, git]
+    static let peers = [sqlite, filePerKey, directoryPerStep, restic, borg, git]
 }
 
 /// One figure measured for several contenders, once per round.
@@ -23,13 +26,18 @@ struct Measurement: Codable {
     var limitRounds: [Double?] = []
     var limitNote: String?
     var note: String?
+    /// The report's section (one results table each).
+    var group: String
 
-    init(id: String, workload: String, unit: String, higherIsBetter: Bool, note: String? = nil) {
+    static let engineGroup = "Store engine (issue 7)"
+
+    init(id: String, workload: String, unit: String, higherIsBetter: Bool, note: String? = nil, group: String = Measurement.engineGroup) {
         self.id = id
         self.workload = workload
         self.unit = unit
         self.higherIsBetter = higherIsBetter
         self.note = note
+        self.group = group
     }
 
     /// The median limit over rounds.
@@ -108,6 +116,10 @@ struct RunInfo: Codable {
     var elapsedSeconds: Double
     var tools: [String: String]
     var skipped: [String: String]
+    /// The ContentStore commit measured (the repository's HEAD).
+    var engineCommit: String
+    /// Sizes of the facade and versions workloads (`Options`).
+    var parameters: [String: Double]
 }
 
 struct Report: Codable {

@@ -7,7 +7,11 @@ import Synchronization
 // with the machine's limits probed in every round too. See Docs/benchmarks/README.md.
 
 let started = monotonicNanoseconds()
-let options = Options.parse(CommandLine.arguments)
+var options = Options.parse(CommandLine.arguments)
+/// The store-engine workloads (issue 7) need the corpus and the limit probes; the facade and
+/// versions workloads do not.
+let engineWorkloads = ["ingest", "commits", "reads"].contains { options.includes(workload: $0) }
+options.probeLimits = options.probeLimits && engineWorkloads
 let cores = ProcessInfo.processInfo.activeProcessorCount
 let scratch = try POSIX.scratchDirectory("compare")
 defer { if !options.keepScratch { POSIX.removeTree(POSIX.scratchRoot) } }
@@ -15,8 +19,9 @@ Progress.log("scratch directory \(scratch); \(options.rounds) rounds; \(cores) c
 
 // MARK: Inputs
 
-Progress.log("generating a \(options.corpusMB) MB corpus")
-let corpus = try Corpus.generate(at: scratch + "/corpus", totalBytes: options.corpusMB * 1_000_000)
+let generatedMB = engineWorkloads ? options.corpusMB : 1
+Progress.log("generating a \(generatedMB) MB corpus")
+let corpus = try Corpus.generate(at: scratch + "/corpus", totalBytes: generatedMB * 1_000_000)
 Progress.log(String(format: "corpus: %d files, %.1f MB, %.1f MB unique (text %.0f, source %.0f, binary %.0f, duplicates %.0f MB)",
                     corpus.files.count, Double(corpus.totalBytes) / 1e6, Double(corpus.uniqueBytes) / 1e6,
                     Double(corpus.bytes(of: .text)) / 1e6, Double(corpus.bytes(of: .source)) / 1e6,
@@ -61,19 +66,25 @@ let allBuiltIns: [(name: String, make: Factory)] = [
 let builtIns = allBuiltIns.filter { options.includes(contender: $0.name) }
 var tools: [String: String] = [:]
 var skipped: [String: String] = [:]
+/// The command-line tools each workload runs: restic and git ingest the corpus, restic and borg store versions.
 var externals: [ExternalTool] = []
-for (command, name) in [("restic", Name.restic), ("git", Name.git)] where options.includes(contender: name) {
+var versionTools: [ExternalTool] = []
+for name in [Name.restic, Name.git, Name.borg] where options.includes(contender: name) {
+    let ingests = name != Name.borg && options.includes(workload: "ingest")
+    let storesVersions = name != Name.git && options.includes(workload: "versions")
+    guard ingests || storesVersions else { continue }
     guard options.external else {
         skipped[name] = "skipped with --no-external"
         continue
     }
-    let tool = ExternalTool.locate(command, name: name)
+    let tool = ExternalTool.locate(name, name: name)
     if let reason = tool.skipReason {
         skipped[name] = reason
         Progress.log("\(name): \(reason)")
     } else {
         tools[name] = tool.version
-        externals.append(tool)
+        if ingests { externals.append(tool) }
+        if storesVersions { versionTools.append(tool) }
     }
 }
 
@@ -119,6 +130,11 @@ for (index, entrant) in builtIns.enumerated() where options.includes(workload: "
     readers.append((entrant.name, contender, digests))
 }
 sync()
+
+// Issues 4, 5 and 8: the facades and versions of a large file (their stores are set up once).
+var warehouse = options.includes(workload: "warehouse") ? try WarehouseWorkload(options: options) : nil
+var archive = options.includes(workload: "archive") ? try ArchiveWorkload(options: options) : nil
+var versions = options.includes(workload: "versions") ? VersionsWorkload(options: options, tools: versionTools) : nil
 
 for round in 0 ..< options.rounds {
     let label = "round \(round + 1)/\(options.rounds)"
@@ -269,8 +285,16 @@ for round in 0 ..< options.rounds {
         readsP99.record(reader.name, round: round, summary.p99)
         Progress.log(String(format: "%@: %@ point reads %.0f/s, p50 %.1f µs, p99 %.1f µs", label, reader.name, rate, summary.median, summary.p99))
     }
+
+    if round < options.facadeRounds {
+        try warehouse?.run(round: round, label: label)
+        try archive?.run(round: round, label: label)
+    }
+    try versions?.run(round: round, label: label)
 }
 for reader in readers { try reader.contender.close() }
+try warehouse?.close()
+try archive?.close()
 
 // MARK: Report
 
@@ -285,12 +309,14 @@ reclaimed.limitNote = "stored bytes of the blobs that only deleted files referen
 reclaimedCompacted.limitNote = reclaimed.limitNote
 
 let measurements = [ingest, ingestCPU, ingestSize, reingest, commits1, commits16, reads, readsP50, readsP99, collect, collectCompacted, reclaimed, reclaimedCompacted]
+    + (warehouse?.measurements ?? []) + (archive?.measurements ?? []) + (versions?.measurements ?? [])
+let measured = measurements.filter { !$0.rounds.isEmpty }
 var advantages: [String: [String: Double]] = [:]
 var fractions: [String: Double] = [:]
 // The default collection returns no disk space (it only drops blobs from the index until packs are
 // mostly dead), so its seconds are not comparable with peers that delete files or VACUUM: no ratio.
 let notComparable: Set<String> = ["gc", "gc-reclaimed"]
-for measurement in measurements {
+for measurement in measured {
     for peer in Name.peers where !notComparable.contains(measurement.id) {
         if let advantage = measurement.advantage(over: peer) { advantages[measurement.id, default: [:]][peer] = advantage }
     }
@@ -301,12 +327,15 @@ func verdict(_ target: String, _ required: String, _ value: Double?, _ threshold
     guard let value else { return TargetVerdict(target: target, required: required, measured: "not measured", met: nil) }
     return TargetVerdict(target: target, required: required, measured: String(format: format, value), met: value >= threshold)
 }
-var targets = [
-    verdict("bulk ingest vs restic", "≥ 5×", advantages["ingest"]?[Name.restic], 5, "%.2f×"),
-    verdict("bulk ingest vs the machine limit", "≥ 80%", fractions["ingest"].map { $0 * 100 }, 80, "%.0f%%"),
-    verdict("durable commits, 16 writers, vs SQLite synchronous=FULL", "≥ 8×", advantages["commits-16"]?[Name.sqlite], 8, "%.2f×"),
-    verdict("point reads vs SQLite", "≥ 5×", advantages["reads"]?[Name.sqlite], 5, "%.2f×"),
-]
+var targets: [TargetVerdict] = []
+if engineWorkloads {
+    targets += [
+        verdict("bulk ingest vs restic", "≥ 5×", advantages["ingest"]?[Name.restic], 5, "%.2f×"),
+        verdict("bulk ingest vs the machine limit", "≥ 80%", fractions["ingest"].map { $0 * 100 }, 80, "%.0f%%"),
+        verdict("durable commits, 16 writers, vs SQLite synchronous=FULL", "≥ 8×", advantages["commits-16"]?[Name.sqlite], 8, "%.2f×"),
+        verdict("point reads vs SQLite", "≥ 5×", advantages["reads"]?[Name.sqlite], 5, "%.2f×"),
+    ]
+}
 if let fraction = fractions["commits-16"], let bound = commits16.limit {
     targets.append(TargetVerdict(target: "durable commits, 16 writers, vs the sync bound", required: "(reported)",
                                  measured: String(format: "%.0f%% of %.0f/s", fraction * 100, bound), met: nil))
@@ -315,13 +344,48 @@ if let p99 = readsP99.value(Name.contentStore), let sqliteP99 = readsP99.value(N
     targets.append(TargetVerdict(target: "point reads p99, ContentStore vs SQLite", required: "(reported)",
                                  measured: String(format: "%.1f µs vs %.1f µs", p99, sqliteP99), met: nil))
 }
+/// A lower-is-better target: met when the value is at most `bound`.
+func atMost(_ target: String, _ required: String, _ value: Double?, _ bound: Double, _ format: String) -> TargetVerdict {
+    TargetVerdict(target: target, required: required, measured: value.map { String(format: format, $0) } ?? "not measured", met: value.map { $0 <= bound })
+}
+if let warehouse {
+    for threads in Set([1, warehouse.threads]).sorted() {
+        for (id, operation) in [("add", "add-step"), ("undo", "undo")] {
+            targets.append(verdict("Warehouse \(operation), \(threads) thread\(threads == 1 ? "" : "s"), vs directory-per-step", "≥ 10×",
+                                   advantages["wh-\(id)-\(threads)"]?[Name.directoryPerStep], 10, "%.2f×"))
+        }
+    }
+    if warehouse.duplicateMiB > 0 {
+        targets.append(atMost("Warehouse duplicate of a project with \(warehouse.duplicateMiB) MiB of assets", "≤ 5 ms",
+                              warehouse.duplicate.value(Name.contentStore), 5, "%.2f ms"))
+    }
+}
+if let archive {
+    for operation in ArchiveOperation.allCases {
+        for api in ["async", "callback"] {
+            targets.append(verdict("DataArchive \(operation.rawValue) 1 KiB (\(api) API) vs file-per-key", "≥ 5×",
+                                   advantages[ArchiveWorkload.rowID(operation, "1 KiB", api)]?[Name.filePerKey], 5, "%.2f×"))
+        }
+    }
+    targets.append(atMost("DataArchive: \(options.archiveVersions) versions with 10 distinct contents, on disk", "≈ 10 versions' bytes (≤ 11)",
+                          archive.storage.last?.value(Name.contentStore), 11, "%.1f versions' bytes"))
+}
+if let versions {
+    let ratio = versions.storedRatio
+    targets.append(atMost("\(versions.count) versions, one 4 KiB edit apart: stored / one version compressed", "≤ 1.5×",
+                          ratio.value(Name.contentStore), 1.5, "%.2f×"))
+    let peers = [Name.restic, Name.borg].compactMap { peer in ratio.value(peer).map { String(format: "%@ %.2f×", peer, $0) } }
+    if !peers.isEmpty {
+        targets.append(TargetVerdict(target: "… the same for restic and borg", required: "(reported)", measured: peers.joined(separator: ", "), met: nil))
+    }
+}
 let elapsed = Double(monotonicNanoseconds() - started) / 1e9
 targets.append(TargetVerdict(target: "the comparison run itself (build excluded)", required: "≤ 600 s",
                              measured: String(format: "%.0f s", elapsed), met: elapsed <= 600))
 
 let report = Report(
     run: RunInfo.current(options: options, corpus: corpus, elapsed: elapsed, tools: tools, skipped: skipped),
-    limits: limitRounds, measurements: measurements, advantages: advantages, fractionsOfLimit: fractions,
+    limits: limitRounds, measurements: measured, advantages: advantages, fractionsOfLimit: fractions,
     contentStoreStatistics: contentStoreStatistics, contentStoreIngestBreakdown: ingestBreakdown, targets: targets)
 try ReportWriter(report: report).write(to: options.output)
 Progress.log("done in \(Int(elapsed)) s; wrote \(options.output)/latest.md, latest.json, latest.svg")

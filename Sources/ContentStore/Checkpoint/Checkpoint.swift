@@ -15,6 +15,8 @@ import Foundation
 ///                      | u32 stored length | u32 reference count | u32 zero-since
 ///                    u64 record count, then per record (ascending keys): u32 key length | key
 ///                      | u32 value length | value | u32 reference count | digests
+///                    u64 referenced bytes (Σ over record references of the blob's size)
+///                    u64 chunked blob count, then per chunked blob: digest[32] | u64 size
 /// ```
 /// Written to a temporary file, synced, renamed into place and the directory synced: a checkpoint
 /// is either wholly present or absent.
@@ -69,6 +71,13 @@ enum Checkpoint {
             body.appendLengthPrefixed(record.value)
             body.append(UInt32(record.references.count))
             for digest in record.references { body.append(digest) }
+            try drain(false)
+        }
+        body.append(state.blobs.referencedLogicalBytes)
+        body.append(UInt64(state.blobs.manifestSizes.count))
+        for (digest, size) in state.blobs.manifestSizes {
+            body.append(digest)
+            body.append(size)
             try drain(false)
         }
         try drain(true)
@@ -194,8 +203,6 @@ enum Checkpoint {
             restored.append((digest, entry))
         }
         var state = StoreState()
-        state.blobs = BlobIndex(restoring: restored)
-        guard state.blobs.count == restored.count else { throw Malformed(description: "duplicate blob entries") }
         state.commitSequence = commitSequence
         let recordCount = try reader.read(UInt64.self)
         guard recordCount <= UInt64(reader.remaining / 12) else { throw Malformed(description: "record count \(recordCount) exceeds the file") }
@@ -210,6 +217,20 @@ enum Checkpoint {
             references.reserveCapacity(referenceCount)
             for _ in 0 ..< referenceCount { references.append(try reader.readDigest()) }
             state.records.updateValue(Record(value: value, references: references), forKey: key)
+        }
+        let referencedBytes = try reader.read(UInt64.self)
+        let manifestCount = try reader.read(UInt64.self)
+        guard manifestCount <= UInt64(reader.remaining / 40) else { throw Malformed(description: "chunked blob count \(manifestCount) exceeds the file") }
+        var manifestSizes: [Digest: UInt64] = [:]
+        manifestSizes.reserveCapacity(Int(manifestCount))
+        for _ in 0 ..< manifestCount {
+            let digest = try reader.readDigest()
+            manifestSizes[digest] = try reader.read(UInt64.self)
+        }
+        state.blobs = BlobIndex(restoring: restored, manifestSizes: manifestSizes, referencedLogicalBytes: referencedBytes)
+        guard state.blobs.count == restored.count, manifestSizes.count == Int(manifestCount) else { throw Malformed(description: "duplicate blob entries") }
+        if let root = manifestSizes.keys.first(where: { state.blobs[$0]?.isManifest != true }) {
+            throw Malformed(description: "chunked blob \(root) has no manifest node")
         }
         guard reader.isAtEnd else { throw Malformed(description: "\(reader.remaining) trailing bytes") }
         return state

@@ -3,15 +3,16 @@
 /// `averageSize` is a power of two and `minimumSize < averageSize < maximumSize`. The initializer
 /// accepts anything, so that values read from a configuration never trap; call ``validate()``
 /// (or use ``Chunker/init(validating:)``) before chunking with values a user supplied.
-struct ChunkingParameters: Hashable, Sendable {
+public struct ChunkingParameters: Hashable, Sendable {
     /// No chunk except the last one of an input is shorter than this.
-    var minimumSize: Int
+    public var minimumSize: Int
     /// The size the boundary masks are tuned for; a power of two.
-    var averageSize: Int
+    public var averageSize: Int
     /// No chunk is longer than this: a cut is forced here when the content offers none.
-    var maximumSize: Int
+    public var maximumSize: Int
 
-    init(minimumSize: Int, averageSize: Int, maximumSize: Int) {
+    /// Bounds as given; ``Store/init(at:configuration:)`` refuses invalid ones with `invalidArgument`.
+    public init(minimumSize: Int, averageSize: Int, maximumSize: Int) {
         self.minimumSize = minimumSize
         self.averageSize = averageSize
         self.maximumSize = maximumSize
@@ -42,7 +43,7 @@ struct ChunkingParameters: Hashable, Sendable {
     /// never reached on any corpus (past the average the 11-bit loose mask makes a chunk longer than
     /// 32 KiB a ~5-in-a-million event, so 32 KiB and 64 KiB measured identically); 8x the average
     /// rather than 4x halves the chunk count of low-entropy runs (zero-filled regions never cut).
-    static let `default` = ChunkingParameters(minimumSize: 2 << 10, averageSize: 8 << 10, maximumSize: 64 << 10)
+    public static let `default` = ChunkingParameters(minimumSize: 2 << 10, averageSize: 8 << 10, maximumSize: 64 << 10)
 
     /// The smallest accepted `minimumSize`. The boundary test looks at the 64 bytes ending at a
     /// candidate cut (the gear hash window); a minimum of at least 64 lets that window lie entirely
@@ -105,6 +106,21 @@ struct ChunkingParameters: Hashable, Sendable {
             return true
         } catch {
             return false
+        }
+    }
+}
+
+extension ChunkingParameters {
+    /// The lengths of the chunks `bytes` is cut into with these parameters, in order (they add up
+    /// to `bytes.count`): how a store with these parameters chunks a blob of these bytes. The same
+    /// bytes always give the same lengths (Docs/chunking.md).
+    ///
+    /// - Throws: `invalidArgument` when the parameters are invalid.
+    public func chunkLengths(of bytes: UnsafeRawBufferPointer) throws -> [Int] {
+        do {
+            return try Chunker(validating: self).chunkLengths(of: bytes)
+        } catch {
+            throw StoreError.invalidArgument("\(error)")
         }
     }
 }

@@ -85,9 +85,11 @@ extension Store {
         }
         var droppedBytes: [UInt32: UInt64] = [:]
         var lastLSN: UInt64?
+        var releasedChildren = false
         progress?(MaintenanceProgress(phase: .droppingBlobs, completed: 0, total: candidates.count))
         for start in stride(from: 0, to: candidates.count, by: Store.collectionBatchSize) {
-            let batch = candidates[start ..< min(start + Store.collectionBatchSize, candidates.count)]
+            let batch = Array(candidates[start ..< min(start + Store.collectionBatchSize, candidates.count)])
+            let children = childrenOfManifestNodes(among: batch)
             let (chosen, lsn) = try core.withLock { core -> ([BlobEntry], UInt64?) in
                 guard core.isOpen else { throw Store.closedError }
                 // Decided under the lock commits and puts take: nothing can reference or freshen a blob
@@ -97,6 +99,7 @@ extension Store {
                     [published.horizon, snapshots.oldest].compactMap { $0 }.min()
                 }
                 var digests: [Digest] = []
+                var manifests: [LogRecord.ManifestDrop] = []
                 var entries: [BlobEntry] = []
                 for digest in batch {
                     guard let entry = core.state.blobs[digest], entry.refCount == 0,
@@ -104,13 +107,22 @@ extension Store {
                           // A snapshot (or a reader of records not yet published) may still see it referenced.
                           horizon.map({ entry.zeroSince < $0 }) ?? true
                     else { continue }
-                    digests.append(digest)
+                    if entry.isManifest {
+                        // A node whose children could not be read stays: dropping it would leave them counted.
+                        guard let listed = children[digest] else { continue }
+                        manifests.append(LogRecord.ManifestDrop(digest: digest, children: listed))
+                    } else {
+                        digests.append(digest)
+                    }
                     entries.append(entry)
                 }
-                guard !dryRun, !digests.isEmpty else { return (entries, nil) }
-                let lsn = try wal.append(.drop(time: now, digests: digests))
+                guard !dryRun, !entries.isEmpty else { return (entries, nil) }
+                var lsn: UInt64 = 0
+                if !digests.isEmpty { lsn = try wal.append(.drop(time: now, digests: digests)) }
+                if !manifests.isEmpty { lsn = try wal.append(.dropManifests(time: now, drops: manifests)) }
                 do {
                     try core.state.drop(digests)
+                    try core.state.drop(manifests: manifests)
                 } catch {
                     // Every digest was checked under this lock, so this is a bug; the log has the record already.
                     throw StoreError(code: .corrupted, message: "collection could not drop blobs: \(error)")
@@ -121,13 +133,20 @@ extension Store {
             report.blobsRemoved += chosen.count
             for entry in chosen {
                 report.bytesFreed += entry.entryLength
-                report.logicalBytesFreed += UInt64(entry.rawLength)
+                report.logicalBytesFreed += entry.contentLength
                 droppedBytes[entry.location.pack, default: 0] += entry.entryLength
+                releasedChildren = releasedChildren || entry.isManifest
             }
             progress?(MaintenanceProgress(phase: .droppingBlobs, completed: start + batch.count, total: candidates.count))
         }
         // The drops must be durable before phase 2 deletes a pack that held the dropped blobs.
         if let lastLSN { try wal.flush(upTo: lastLSN, synchronously: true) }
+        // Dropped manifest nodes released their children: those no other reference holds are garbage
+        // of the same age (StoreState.drop(manifests:)), collected by another pass, one per tree level.
+        if releasedChildren && !dryRun {
+            let deeper = try dropExpiredBlobs(grace: grace, dryRun: dryRun, report: &report, progress: progress)
+            droppedBytes.merge(deeper, uniquingKeysWith: +)
+        }
         return droppedBytes
     }
 
@@ -236,7 +255,8 @@ extension Store {
                 copied += entry.header.totalLength
                 placements.append(LogRecord.BlobPlacement(
                     digest: entry.header.digest, location: location, compressed: entry.header.isCompressed,
-                    rawLength: entry.header.rawLength, storedLength: entry.header.storedLength, time: entry.header.time))
+                    rawLength: entry.header.rawLength, storedLength: entry.header.storedLength, time: entry.header.time,
+                    manifest: entry.header.isManifest))
             }
         }
         report.bytesCopied += copied

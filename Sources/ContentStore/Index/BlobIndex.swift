@@ -6,18 +6,30 @@ struct BlobIndex: Sendable {
     private(set) var entries = DigestTable<BlobEntry>()
     /// Blobs whose count is zero: the only candidates for collection.
     private(set) var unreferenced: Set<Digest> = []
+    /// Uncompressed bytes of the blobs that hold content: a chunked blob counts through its
+    /// (deduplicated) chunks, so its bytes count once however many versions share them; manifest
+    /// nodes count nothing.
     private(set) var logicalBytes: UInt64 = 0
-    /// Σ refCount × uncompressed size: the bytes the records reference, counting every reference
-    /// (over ``logicalBytes`` of the referenced blobs, the deduplication ratio).
+    /// Σ over record references of the referenced blob's size: the bytes the records reference,
+    /// counting every reference (over ``logicalBytes`` of the referenced blobs, the deduplication
+    /// ratio). References that manifest nodes hold to their children are not in it.
     private(set) var referencedLogicalBytes: UInt64 = 0
+    /// The size of each chunked blob, by its content digest: its root node's entry says nothing
+    /// about it, and the size may pass 4 GiB. The presence of a digest here marks a root node.
+    private(set) var manifestSizes: [Digest: UInt64] = [:]
     /// Bytes of live entries (headers included) per pack, to find packs worth rewriting.
     private(set) var liveBytesByPack: [UInt32: UInt64] = [:]
 
     init() {}
 
-    init(restoring restored: [(Digest, BlobEntry)]) {
+    /// The index a checkpoint saved: its entries, the sizes of its chunked blobs, and the
+    /// referenced bytes (which the entries alone cannot give: a count mixes record references with
+    /// those of manifest nodes).
+    init(restoring restored: [(Digest, BlobEntry)], manifestSizes: [Digest: UInt64], referencedLogicalBytes: UInt64) {
         entries.reserveCapacity(restored.count)
         for (digest, entry) in restored { add(digest, entry) }
+        self.manifestSizes = manifestSizes
+        self.referencedLogicalBytes = referencedLogicalBytes
     }
 
     var count: Int { entries.count }
@@ -27,13 +39,13 @@ struct BlobIndex: Sendable {
     mutating func place(_ placement: LogRecord.BlobPlacement) {
         if var entry = entries[placement.digest] {
             unaccount(entry)
-            entry.setLocation(placement.location, compressed: placement.compressed)
+            entry.setLocation(placement.location, compressed: placement.compressed, manifest: placement.manifest)
             entry.storedLength = placement.storedLength
             entries[placement.digest] = entry
             account(entry)
         } else {
             add(placement.digest, BlobEntry(
-                location: placement.location, compressed: placement.compressed, rawLength: placement.rawLength,
+                location: placement.location, compressed: placement.compressed, manifest: placement.manifest, rawLength: placement.rawLength,
                 storedLength: placement.storedLength, refCount: 0, zeroSince: placement.time))
         }
     }
@@ -43,26 +55,43 @@ struct BlobIndex: Sendable {
         guard let entry = entries.removeValue(forKey: digest) else { return nil }
         unaccount(entry)
         removeFromUnreferenced(digest)
+        manifestSizes[digest] = nil
         return entry
     }
 
-    /// Restarts the grace period of an unreferenced blob that was put again.
+    /// Marks a root manifest node placed by ``place(_:)`` as a chunked blob of `size` bytes.
+    mutating func setManifestSize(_ size: UInt64, of digest: Digest) {
+        manifestSizes[digest] = size
+    }
+
+    /// The bytes a blob holds for a caller: a chunked blob's whole size, a plain blob's length,
+    /// nothing for an inner manifest node (no caller sees its digest).
+    func size(of digest: Digest, _ entry: BlobEntry) -> UInt64 {
+        manifestSizes[digest] ?? (entry.isManifest ? 0 : UInt64(entry.rawLength))
+    }
+
+    /// Restarts the grace period of a blob that was put again. A referenced blob keeps the time too:
+    /// a manifest node that is collected passes its time to the children it releases (at least this
+    /// one), so a chunk put again while only a dying manifest referenced it keeps its grace period.
     mutating func freshen(_ digest: Digest, time: UInt32) {
-        guard var entry = entries[digest], entry.refCount == 0 else { return }
+        guard var entry = entries[digest] else { return }
         entry.zeroSince = max(entry.zeroSince, time)
         entries[digest] = entry
     }
 
     /// Adds `delta` to a blob's count. Returns false (changing nothing) if the blob is unknown or
-    /// the count would leave 0...UInt32.max.
-    mutating func adjustReferences(of digest: Digest, by delta: Int, time: UInt32) -> Bool {
+    /// the count would leave 0...UInt32.max. `fromRecords` is false for the references of manifest
+    /// nodes, which ``referencedLogicalBytes`` leaves out.
+    mutating func adjustReferences(of digest: Digest, by delta: Int, time: UInt32, fromRecords: Bool = true) -> Bool {
         guard var entry = entries[digest] else { return false }
         let updated = Int(entry.refCount) + delta
         guard updated >= 0, updated <= Int(UInt32.max) else { return false }
         entry.refCount = UInt32(updated)
         // Wrapping: exact for any real store, and a forged checkpoint's absurd counts cannot trap.
-        let change = UInt64(delta.magnitude) &* UInt64(entry.rawLength)
-        referencedLogicalBytes = delta >= 0 ? referencedLogicalBytes &+ change : referencedLogicalBytes &- change
+        if fromRecords {
+            let change = UInt64(delta.magnitude) &* size(of: digest, entry)
+            referencedLogicalBytes = delta >= 0 ? referencedLogicalBytes &+ change : referencedLogicalBytes &- change
+        }
         if updated == 0 {
             entry.zeroSince = time
             unreferenced.insert(digest)
@@ -94,14 +123,12 @@ struct BlobIndex: Sendable {
     private mutating func account(_ entry: BlobEntry) {
         // Running totals in wrapping arithmetic: exact for any real store (they could not overflow),
         // while a forged checkpoint (checksums intact, counts absurd) cannot trap the process.
-        logicalBytes &+= UInt64(entry.rawLength)
-        referencedLogicalBytes &+= UInt64(entry.refCount) &* UInt64(entry.rawLength)
+        logicalBytes &+= entry.contentLength
         liveBytesByPack[entry.location.pack, default: 0] += entry.entryLength
     }
 
     private mutating func unaccount(_ entry: BlobEntry) {
-        logicalBytes &-= UInt64(entry.rawLength)
-        referencedLogicalBytes &-= UInt64(entry.refCount) &* UInt64(entry.rawLength)
+        logicalBytes &-= entry.contentLength
         let pack = entry.location.pack
         let remaining = liveBytesByPack[pack, default: 0] - entry.entryLength
         liveBytesByPack[pack] = remaining == 0 ? nil : remaining

@@ -12,6 +12,10 @@ enum LogRecord: Equatable {
     /// Pack bytes a commit needed that were not synced: the log carries them in place of a pack sync,
     /// and recovery writes them back to a pack that lost them (Docs/durability.md).
     case packBytes(PackBytes)
+    /// New manifest nodes of chunked blobs, each with the children it references (LogRecord+Manifests.swift).
+    case manifests([ManifestPlacement])
+    /// Manifest nodes dropped by collection, each with the children it held references to.
+    case dropManifests(time: UInt32, drops: [ManifestDrop])
 
     struct Commit: Equatable {
         var sequence: UInt64
@@ -31,6 +35,8 @@ enum LogRecord: Equatable {
         var rawLength: UInt32
         var storedLength: UInt32
         var time: UInt32
+        /// The entry is a manifest node (only ever true for a blob collection moves).
+        var manifest = false
     }
 
     struct PackBytes: Equatable {
@@ -41,7 +47,7 @@ enum LogRecord: Equatable {
 
     /// Frame types; 4 is the WAL's sync point (``WALFormat/syncPointKind``).
     enum Kind: UInt8 {
-        case commit = 1, blobs = 2, drop = 3, packBytes = 5
+        case commit = 1, blobs = 2, drop = 3, packBytes = 5, manifests = 6, dropManifests = 7
     }
 
     var kind: Kind {
@@ -50,6 +56,8 @@ enum LogRecord: Equatable {
         case .blobs: .blobs
         case .drop: .drop
         case .packBytes: .packBytes
+        case .manifests: .manifests
+        case .dropManifests: .dropManifests
         }
     }
 
@@ -72,15 +80,7 @@ enum LogRecord: Equatable {
             }
         case .blobs(let placements):
             writer.append(UInt32(placements.count))
-            for placement in placements {
-                writer.append(placement.digest)
-                writer.append(placement.location.pack)
-                writer.append(placement.location.offset)
-                writer.append(placement.compressed ? UInt8(1) : 0)
-                writer.append(placement.rawLength)
-                writer.append(placement.storedLength)
-                writer.append(placement.time)
-            }
+            for placement in placements { writer.append(placement) }
         case .drop(let time, let digests):
             writer.append(time)
             writer.append(UInt32(digests.count))
@@ -89,6 +89,10 @@ enum LogRecord: Equatable {
             writer.append(logged.pack)
             writer.append(logged.offset)
             writer.appendLengthPrefixed(logged.bytes)
+        case .manifests(let placements):
+            Self.encode(placements, into: &writer)
+        case .dropManifests(let time, let drops):
+            Self.encode(time: time, drops, into: &writer)
         }
         return writer.bytes
     }
@@ -137,23 +141,7 @@ enum LogRecord: Equatable {
                 guard count <= reader.remaining / 57 else { throw Malformed(description: "blob count \(count) exceeds record") }
                 var placements: [BlobPlacement] = []
                 placements.reserveCapacity(count)
-                for _ in 0 ..< count {
-                    let digest = try reader.readDigest()
-                    let pack = try reader.read(UInt32.self)
-                    let offset = try reader.read(UInt64.self)
-                    let flags = try reader.read(UInt8.self)
-                    let raw = try reader.read(UInt32.self)
-                    let stored = try reader.read(UInt32.self)
-                    let time = try reader.read(UInt32.self)
-                    guard flags <= 1 else { throw Malformed(description: "unknown blob flags \(flags)") }
-                    // The index packs a location into 63 bits; a larger one is no location this store wrote.
-                    guard pack <= BlobEntry.maximumPackID, offset <= BlobEntry.maximumOffset else {
-                        throw Malformed(description: "blob location \(pack):\(offset) is out of range")
-                    }
-                    placements.append(BlobPlacement(
-                        digest: digest, location: BlobLocation(pack: pack, offset: offset),
-                        compressed: flags == 1, rawLength: raw, storedLength: stored, time: time))
-                }
+                for _ in 0 ..< count { placements.append(try reader.readPlacement()) }
                 record = .blobs(placements)
             case .drop:
                 let time = try reader.read(UInt32.self)
@@ -171,6 +159,10 @@ enum LogRecord: Equatable {
                     throw Malformed(description: "pack bytes at \(pack):\(offset) are out of range")
                 }
                 record = .packBytes(PackBytes(pack: pack, offset: offset, bytes: bytes))
+            case .manifests:
+                record = .manifests(try decodeManifestPlacements(&reader))
+            case .dropManifests:
+                record = try decodeManifestDrops(&reader)
             }
             guard reader.isAtEnd else { throw Malformed(description: "\(reader.remaining) trailing bytes") }
             return record

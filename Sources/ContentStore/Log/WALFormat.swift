@@ -4,7 +4,7 @@
 /// segment header (32 bytes) magic "CSWALSEG" | u32 version | u32 salt | u64 segment number | u32 0 | u32 crc32c(0..<28)
 /// record frame              u32 payload length | u32 masked crc32c(salt ++ type ++ payload) | u8 type | payload
 /// ```
-/// Types 1–3 and 5 are ``LogRecord`` kinds. Type 4 is a sync point: its 8-byte payload is the segment offset
+/// Types 1–3 and 5–7 are ``LogRecord`` kinds. Type 4 is a sync point: its 8-byte payload is the segment offset
 /// below which everything was durable when the batch it starts was written.
 /// The salt is random per segment, so bytes of another segment (or file) never pass for a record here.
 enum WALFormat {

@@ -5,9 +5,11 @@ import Foundation
 /// Computed from running totals and the set of unreferenced blobs: the cost follows the garbage and
 /// the number of packs, never the number of blobs.
 public struct Statistics: Codable, Sendable, Hashable {
-    /// Distinct blobs held.
+    /// Distinct blobs held (a chunked blob counts as its chunks and manifest nodes, shared ones once).
     public var blobCount: Int
-    /// Uncompressed bytes of those blobs.
+    /// Uncompressed bytes of those blobs. A chunked blob counts through its chunks, so bytes that
+    /// versions of a large file share count once; its manifest nodes count nothing here (their
+    /// pack entries are in ``liveStoredBytes``).
     public var logicalBytes: UInt64
     /// Bytes of pack files on disk (live, dead and overhead).
     public var storedBytes: UInt64
@@ -105,7 +107,7 @@ extension Store {
             guard core.isOpen else { throw Store.closedError }
             let blobs = core.state.blobs
             var unreferencedBytes: UInt64 = 0
-            for digest in blobs.unreferenced { unreferencedBytes += UInt64(blobs[digest]?.rawLength ?? 0) }
+            for digest in blobs.unreferenced { unreferencedBytes += blobs[digest]?.contentLength ?? 0 }
             return Statistics(
                 blobCount: blobs.count, logicalBytes: blobs.logicalBytes, storedBytes: 0,
                 recordCount: core.state.records.count, walBytes: 0, packCount: 0,

@@ -17,7 +17,7 @@ public struct VerificationReport: Codable, Sendable, Hashable {
     /// One finding: what is damaged and where.
     public struct Problem: Codable, Sendable, Hashable, CustomStringConvertible {
         /// The kind of damage: `wal`, `checkpoint`, `packHeader`, `missingPack`, `packEntry`,
-        /// `blobData`, `missingBlob` or `refCount` (Docs/operations.md explains each).
+        /// `blobData`, `manifest`, `missingBlob` or `refCount` (Docs/operations.md explains each).
         public var kind: String
         /// A human-readable explanation.
         public var message: String
@@ -108,7 +108,7 @@ extension Store {
                 return core.state
             }
             progress?(MaintenanceProgress(phase: .checkingReferences, completed: 0, total: 1))
-            verifyReferenceCounts(state, &problems)
+            try verifyReferenceCounts(state, &problems)
             progress?(MaintenanceProgress(phase: .checkingReferences, completed: 1, total: 1))
             verifyPacks(holding: state.blobs, &problems)
             try verifyBlobs(state.blobs, readData: options.readData, &problems, progress: progress)
@@ -152,8 +152,8 @@ extension Store {
         }
     }
 
-    private func verifyReferenceCounts(_ state: StoreState, _ problems: inout [VerificationReport.Problem]) {
-        var counted: [Digest: Int] = [:]
+    private func verifyReferenceCounts(_ state: StoreState, _ problems: inout [VerificationReport.Problem]) throws {
+        var counted = try countManifestReferences(state.blobs, &problems)
         for (key, record) in state.records {
             for digest in record.references {
                 counted[digest, default: 0] += 1
@@ -164,7 +164,7 @@ extension Store {
             }
         }
         for (digest, entry) in state.blobs.entries where Int(entry.refCount) != counted[digest, default: 0] {
-            problems.append(.init(kind: "refCount", message: "blob \(digest) has reference count \(entry.refCount); the records hold \(counted[digest, default: 0]) references",
+            problems.append(.init(kind: "refCount", message: "blob \(digest) has reference count \(entry.refCount); records and manifest nodes hold \(counted[digest, default: 0]) references",
                                   digest: digest))
         }
     }
@@ -220,13 +220,15 @@ extension Store {
             }()
             guard present, let file = packs.file(location.pack) else { continue }
             do {
-                if readData {
+                if readData && entry.isManifest {
+                    try verifyManifestData(digest, blobs)
+                } else if readData {
                     _ = try readBlob(digest, entry: entry, from: file, verify: true)
                 } else {
                     let header = try file.readExactly(PackFormat.entryHeaderSize, at: location.offset)
                     let parsed = try header.withUnsafeBytes { try PackFormat.parseEntryHeader($0) }
                     guard parsed.digest == digest, parsed.storedLength == entry.storedLength, parsed.rawLength == entry.rawLength,
-                          parsed.isCompressed == entry.isCompressed
+                          parsed.isCompressed == entry.isCompressed, parsed.isManifest == entry.isManifest
                     else {
                         throw StoreError.corrupted("pack entry does not match the index for blob \(digest)", path: file.path, offset: location.offset)
                     }

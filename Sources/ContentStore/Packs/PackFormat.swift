@@ -2,7 +2,7 @@
 ///
 /// ```
 /// pack header (32 bytes)  magic "CSPACK\0\0" | u32 version | u32 pack id | u64 created (ms) | u32 0 | u32 crc32c(0..<28)
-/// entry header (56 bytes) u32 magic "CSBE" | u8 flags | 3 × 0 | digest[32] | u32 raw length | u32 stored length
+/// entry header (56 bytes) u32 magic "CSBE" | u8 flags (bit 0 zstd, bit 1 manifest node) | 3 × 0 | digest[32] | u32 raw length | u32 stored length
 ///                         | u32 put time (s) | u32 crc32c(header 0..<52 ++ payload)
 /// entry payload           stored length bytes (zstd frame when flags bit 0 is set, else raw)
 /// index (sealed packs)    per entry: digest[32] | u64 offset | u32 raw length | u32 stored length
@@ -18,6 +18,8 @@ enum PackFormat {
     static let footerMagic: [UInt8] = Array("CSPACKIX".utf8)
     static let entryMagic: UInt32 = 0x4542_5343  // "CSBE" little-endian
     static let compressedFlag: UInt8 = 1
+    /// The payload is a manifest node (Chunking/ManifestNode.swift), not blob bytes.
+    static let manifestFlag: UInt8 = 2
 
     static func fileName(_ id: UInt32) -> String { hex8(id) + ".pack" }
 
@@ -46,14 +48,15 @@ enum PackFormat {
         var checksum: UInt32
 
         var isCompressed: Bool { flags & compressedFlag != 0 }
+        var isManifest: Bool { flags & manifestFlag != 0 }
         var totalLength: UInt64 { UInt64(PackFormat.entryHeaderSize) + UInt64(storedLength) }
     }
 
     /// The 56-byte header for an entry, with the CRC over header and payload filled in.
-    static func entryHeader(digest: Digest, compressed: Bool, rawLength: UInt32, payload: UnsafeRawBufferPointer, time: UInt32) -> [UInt8] {
+    static func entryHeader(digest: Digest, compressed: Bool, manifest: Bool = false, rawLength: UInt32, payload: UnsafeRawBufferPointer, time: UInt32) -> [UInt8] {
         var writer = ByteWriter(capacity: entryHeaderSize)
         writer.append(entryMagic)
-        writer.append(compressed ? compressedFlag : 0)
+        writer.append((compressed ? compressedFlag : 0) | (manifest ? manifestFlag : 0))
         writer.append(contentsOf: [0, 0, 0] as [UInt8])
         writer.append(digest)
         writer.append(rawLength)
@@ -77,7 +80,7 @@ enum PackFormat {
             let stored = try reader.read(UInt32.self)
             let time = try reader.read(UInt32.self)
             let checksum = try reader.read(UInt32.self)
-            guard flags & ~compressedFlag == 0 else { throw Malformed(reason: "unknown entry flags \(flags)") }
+            guard flags & ~(compressedFlag | manifestFlag) == 0 else { throw Malformed(reason: "unknown entry flags \(flags)") }
             return EntryHeader(flags: flags, digest: digest, rawLength: raw, storedLength: stored, time: time, checksum: checksum)
         } catch let error as Malformed {
             throw error

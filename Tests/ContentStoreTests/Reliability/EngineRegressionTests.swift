@@ -378,11 +378,11 @@ extension Reliability {
             var contents = try Checkpoint.load(path: file.path, limits: Store.Limits(), fileSystem: fileSystem)
             var entries = contents.state.blobs.entries.map { ($0.key, $0.value) }
             for seed in 0 ..< 3 {
-                let entry = BlobEntry(location: BlobLocation(pack: 1, offset: 32), compressed: false, rawLength: .max,
+                let entry = BlobEntry(location: BlobLocation(pack: 1, offset: 32), compressed: false, manifest: false, rawLength: .max,
                                       storedLength: .max, refCount: .max, zeroSince: 0)
                 entries.append((Digest.sha256(Data("forged \(seed)".utf8)), entry))
             }
-            contents.state.blobs = BlobIndex(restoring: entries)
+            contents.state.blobs = BlobIndex(restoring: entries, manifestSizes: [:], referencedLogicalBytes: contents.state.blobs.referencedLogicalBytes)
             try FileManager.default.removeItem(at: file)
             try Checkpoint.write(contents, directory: checkpoints.path, fileSystem: fileSystem)
 

@@ -94,6 +94,9 @@ final class WorkloadRunner {
         configuration.walSegmentSize = 64 * 1024
         // Small, so both ways a commit makes pack bytes durable occur: carried by the WAL, and synced.
         configuration.loggedPackBytesLimit = 16 * 1024
+        // Blobs over 24 KiB (only chunkedBlobs's) are chunked into 1 KiB chunks under manifest trees.
+        configuration.chunking = ChunkingParameters(minimumSize: 256, averageSize: 1024, maximumSize: 4096)
+        configuration.chunkingThreshold = 24 * 1024
         configuration.now = { [clock] in clock.now }
         configuration.fileIO = fileIO
     }
@@ -215,6 +218,9 @@ enum CoreWorkload: String, CaseIterable, Sendable, CustomTestStringConvertible {
     /// Small blobs committed one by one, their pack bytes carried by the WAL instead of a pack sync;
     /// a large blob whose pack is synced; a reopen and a checkpoint between.
     case smallCommits
+    /// Versions of a chunked blob sharing most chunks; versions dropped and collected through their
+    /// manifest trees (the cascade), with a reopen and a checkpoint between.
+    case chunkedBlobs
 
     var testDescription: String { rawValue }
 
@@ -272,6 +278,25 @@ enum CoreWorkload: String, CaseIterable, Sendable, CustomTestStringConvertible {
                 if step == 8 { runner.reopen() }
                 if step == 11 { runner.checkpoint() }
             }
+        case .chunkedBlobs:
+            var content = runner.random.bytes(40_000)
+            for version in 0 ..< 4 {
+                let offset = Int(runner.random.next() % 39_000)
+                content.replaceSubrange(offset ..< offset + 512, with: runner.random.bytes(512))
+                if let digest = runner.put(content) {
+                    runner.commit(["v\(version)": Record(value: Data([UInt8(version)]), references: [digest])])
+                }
+                if version == 1 { runner.reopen() }
+            }
+            runner.commit(["v0": Record?.none, "v1": Record?.none])
+            runner.clock.advance(by: 7200)
+            runner.collectGarbage()
+            runner.checkpoint()
+            runner.reopen()
+            runner.commit(["v2": Record?.none])
+            runner.clock.advance(by: 7200)
+            runner.collectGarbage()
+            runner.randomCommit(keys: 4, fresh: runner.putRandomBlobs(1, size: 500 ... 3000))
         }
         runner.close()
     }

@@ -1,0 +1,351 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// Chunked blobs: content above ``Store/Configuration/chunkingThreshold`` is cut by ``Chunker``
+/// into chunks, each stored as an ordinary blob, under a tree of ``ManifestNode``s whose root is
+/// indexed under the SHA-256 of the whole content (Docs/chunking.md).
+extension Store {
+    /// Bytes a chunked put reads per batch: large enough that the handoff between the reading and
+    /// the storing thread costs nothing, small enough that the batches in flight stay a few MiB.
+    static let chunkingBatchSize = 2 << 20
+    /// Batches handed to the storing thread and not yet stored: the reading thread fills the next
+    /// batch while one is stored, so memory holds two batches (and their compressed forms).
+    static let chunkingBatchesInFlight = 1
+    /// A chunked put flushes the WAL after this many batches (64 MiB), so the records it buffers
+    /// stay bounded too (and, with ``Durability/full``, what it stored so far is durable).
+    static let chunkingBatchesPerFlush = 32
+
+    /// A chunk cut from a batch: where it lies in the batch and its digest.
+    struct CutChunk: Sendable {
+        var range: Range<Int>
+        var digest: Digest
+    }
+
+    /// Stores in-memory bytes above the threshold as a chunked blob.
+    func putChunked(_ data: Data) throws -> Digest {
+        try checkOpen()
+        let digest = Digest.sha256(data)
+        if try freshenIfPresent(digest, time: nowSeconds) { return digest }
+        var offset = 0
+        return try putChunked(knownDigest: digest) { buffer in
+            let count = min(buffer.count, data.count - offset)
+            data.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset ..< offset + count])) }
+            offset += count
+            return count
+        }
+    }
+
+    /// Stores what `read` yields (it fills the buffer it is given as far as it can and returns the
+    /// count, 0 at the end) as a chunked blob. This thread reads, hashes the whole content and cuts
+    /// and hashes chunks; a second thread compresses and stores them and builds the manifest tree.
+    ///
+    /// Every chunk and node is freshened or written before the node that lists it, and a pin held
+    /// for the whole put keeps collection away from them (their times are all at or after it) until
+    /// the root is placed.
+    func putChunked(knownDigest: Digest?, read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> Digest {
+        guard configuration.chunking.maximumSize <= configuration.limits.maximumBlobSize else {
+            throw StoreError.limitExceeded("chunks of up to \(configuration.chunking.maximumSize) bytes exceed the blob limit of \(configuration.limits.maximumBlobSize)")
+        }
+        let pin = snapshots.pin(at: nowSeconds)
+        defer { withExtendedLifetime(pin) {} }
+        let chunker = Chunker(configuration.chunking)
+        let writer = ChunkWriter(store: self)
+        defer { writer.drain() }
+        var hasher = SHA256.Hasher()
+        var carry: [UInt8] = []
+        var total: UInt64 = 0
+        var atEnd = false
+        while !atEnd {
+            let batch = try [UInt8](unsafeUninitializedCapacity: carry.count + Self.chunkingBatchSize) { buffer, count in
+                let raw = UnsafeMutableRawBufferPointer(buffer)
+                carry.withUnsafeBytes { raw.copyMemory(from: $0) }
+                count = carry.count
+                while count < raw.count {
+                    let read = try read(UnsafeMutableRawBufferPointer(rebasing: raw[count...]))
+                    if read == 0 {
+                        atEnd = true
+                        break
+                    }
+                    count += read
+                }
+            }
+            var chunks: [CutChunk] = []
+            var offset = 0
+            batch.withUnsafeBytes { raw in
+                if knownDigest == nil { hasher.update(UnsafeRawBufferPointer(rebasing: raw[carry.count...])) }
+                while let length = chunker.nextChunkLength(in: UnsafeRawBufferPointer(rebasing: raw[offset...]), isFinal: atEnd) {
+                    let range = offset ..< offset + length
+                    chunks.append(CutChunk(range: range, digest: SHA256.hash(UnsafeRawBufferPointer(rebasing: raw[range]))))
+                    offset += length
+                }
+            }
+            total += UInt64(batch.count - carry.count)
+            carry = Array(batch[offset...])
+            if !chunks.isEmpty { try writer.submit(batch, chunks) }
+        }
+        let computed = hasher.finalize()
+        let digest = knownDigest ?? computed
+        // A file that shrank while it was read: an empty blob is no manifest.
+        guard total > 0 else { return try put(bytes: UnsafeRawBufferPointer(start: nil, count: 0)) }
+        try writer.finish(root: digest, size: total)
+        return digest
+    }
+
+    /// Stores the manifest nodes of a put: those the index lacks are written and placed with their
+    /// children (one WAL record for all), the others freshened.
+    func storeManifestNodes(_ nodes: [(digest: Digest, encoded: [UInt8], logicalSize: UInt64?, children: [Digest])], time: UInt32) throws {
+        let absent = try absentIndices(nodes.map(\.digest), time: time)
+        var placements: [LogRecord.ManifestPlacement] = []
+        defer { for manifest in placements { packs.settle(manifest.placement.location.pack) } }
+        for index in absent {
+            let node = nodes[index]
+            let placement = try node.encoded.withUnsafeBytes { try appendEntry(node.digest, bytes: $0, manifest: true, time: time) }
+            placements.append(LogRecord.ManifestPlacement(placement: placement, logicalSize: node.logicalSize, children: node.children))
+        }
+        try core.withLock { core in
+            guard core.isOpen else { throw Store.closedError }
+            let fresh = placements.filter { Self.isAbsent($0.placement.digest, from: &core, time: time) }
+            guard !fresh.isEmpty else { return }
+            var placed = Set(fresh.map(\.placement.digest))
+            for manifest in fresh {
+                // The put's pin keeps every child; a missing one is a bug, refused before the log has it.
+                if let missing = manifest.children.first(where: { core.state.blobs[$0] == nil && !placed.contains($0) }) {
+                    throw StoreError(code: .corrupted, message: "manifest node \(manifest.placement.digest) lists blob \(missing), which left the store during the put")
+                }
+                placed.insert(manifest.placement.digest)
+            }
+            _ = try wal.append(.manifests(fresh))
+            do {
+                try core.state.apply(fresh)
+            } catch {
+                throw StoreError(code: .corrupted, message: "manifest nodes could not be applied: \(error)")
+            }
+        }
+    }
+
+    /// Stores the chunks of one batch: those the index lacks are compressed, written and placed
+    /// (one WAL record for the batch), the others freshened.
+    func storeChunks(_ batch: [UInt8], _ chunks: [CutChunk], time: UInt32) throws {
+        let absent = try absentIndices(chunks.map(\.digest), time: time)
+        var placements: [LogRecord.BlobPlacement] = []
+        defer { for placement in placements { packs.settle(placement.location.pack) } }
+        try batch.withUnsafeBytes { raw in
+            let compressed = compress(absent.map { UnsafeRawBufferPointer(rebasing: raw[chunks[$0].range]) })
+            for (index, payload) in zip(absent, compressed) {
+                let chunk = chunks[index]
+                placements.append(try appendEntry(chunk.digest, bytes: UnsafeRawBufferPointer(rebasing: raw[chunk.range]), compressed: payload, time: time))
+            }
+        }
+        try core.withLock { core in
+            guard core.isOpen else { throw Store.closedError }
+            let fresh = placements.filter { Self.isAbsent($0.digest, from: &core, time: time) }
+            guard !fresh.isEmpty else { return }
+            _ = try wal.append(.blobs(fresh))
+            core.state.apply(fresh)
+        }
+    }
+
+    /// The indices of the digests the index lacks (each digest's first occurrence only); the others
+    /// are freshened, so collection keeps them for the put that reuses them.
+    private func absentIndices(_ digests: [Digest], time: UInt32) throws -> [Int] {
+        try core.withLock { core in
+            guard core.isOpen else { throw Store.closedError }
+            var seen = Set<Digest>()
+            return digests.indices.filter { Self.isAbsent(digests[$0], from: &core, time: time) && seen.insert(digests[$0]).inserted }
+        }
+    }
+
+    /// Whether the index lacks `digest`; freshens it when it has it (for a blob just written, a
+    /// concurrent put of the same bytes won, and this copy is dead space).
+    private static func isAbsent(_ digest: Digest, from core: inout Core, time: UInt32) -> Bool {
+        guard core.state.blobs[digest] != nil else { return true }
+        core.state.blobs.freshen(digest, time: time)
+        return false
+    }
+
+    /// The zstd frames of `pieces` (nil where compression does not help). The calling thread takes
+    /// every other piece and ``compressionHelper`` the rest: a queue of its own rather than
+    /// `concurrentPerform`, whose workers come from the pool every other blocking client of
+    /// Dispatch in the process shares (two cores give it two).
+    private func compress(_ pieces: [UnsafeRawBufferPointer]) -> [[UInt8]?] {
+        let level = configuration.compressionLevel
+        let results = UnsafeMutableBufferPointer<[UInt8]?>.allocate(capacity: pieces.count)
+        results.initialize(repeating: nil)
+        defer {
+            results.deinitialize()
+            results.deallocate()
+        }
+        // Each side writes only its own slots, and the buffers outlive the wait below.
+        nonisolated(unsafe) let slots = results
+        nonisolated(unsafe) let inputs = pieces
+        let helped = DispatchGroup()
+        Self.compressionHelper.async(group: helped) {
+            for index in stride(from: 1, to: inputs.count, by: 2) { slots[index] = Zstd.compress(inputs[index], level: level) }
+        }
+        for index in stride(from: 0, to: inputs.count, by: 2) { slots[index] = Zstd.compress(inputs[index], level: level) }
+        helped.wait()
+        return Array(results)
+    }
+
+    /// The second compressing thread of chunked puts (shared by concurrent puts).
+    private static let compressionHelper = DispatchQueue(label: "ContentStore.chunk-compression")
+
+    // MARK: Reading
+
+    /// The size of a chunked blob, from the index.
+    func chunkedSize(of digest: Digest) throws -> UInt64 {
+        guard let size = core.withLock({ $0.state.blobs.manifestSizes[digest] }) else {
+            throw StoreError(code: .notFound, message: "blob \(digest) is not in the store")
+        }
+        return size
+    }
+
+    /// Calls `body` with each chunk of a chunked blob, in order, each verified (by its digest with
+    /// ``Configuration/verifiesReads``, else by its entry's checksum); with `verifiesReads`, the
+    /// whole content is also re-hashed against `digest` before this returns.
+    ///
+    /// - Throws: `corrupted` naming the damaged chunk or node (and its pack and offset), or the blob
+    ///   when its chunks are intact but do not hash to its digest.
+    func forEachChunk(ofChunkedBlob digest: Digest, size: UInt64, verify: Bool? = nil, _ body: (Data) throws -> Void) throws {
+        let verifying = verify ?? configuration.verifiesReads
+        let root = try readManifestNode(digest, isRoot: true, of: digest)
+        guard root.totalLength == size else {
+            throw StoreError(code: .corrupted, message: "blob \(digest): its manifest lists \(root.totalLength) bytes, the index \(size)")
+        }
+        var hasher = SHA256.Hasher()
+        try walk(root, of: digest, verify: verifying, hasher: &hasher, body)
+        let computed = hasher.finalize()
+        if verifying && computed != digest {
+            throw StoreError(code: .corrupted, message: "blob \(digest): its chunks are intact but no longer hash to its digest (its manifest is damaged)")
+        }
+    }
+
+    private func walk(_ node: ManifestNode, of root: Digest, verify: Bool, hasher: inout SHA256.Hasher, _ body: (Data) throws -> Void) throws {
+        for entry in node.entries {
+            try checkOpen()
+            if node.level == 0 {
+                let chunk = try readChunk(entry, of: root, verify: verify)
+                if verify { chunk.withUnsafeBytes { hasher.update($0) } }
+                try body(chunk)
+            } else {
+                let child = try readManifestNode(entry.digest, isRoot: false, of: root)
+                guard child.level == node.level - 1, child.totalLength == entry.length else {
+                    throw StoreError(code: .corrupted, message: "blob \(root): manifest node \(entry.digest) is level \(child.level) with \(child.totalLength) bytes; its parent expects level \(node.level - 1) with \(entry.length)")
+                }
+                try walk(child, of: root, verify: verify, hasher: &hasher, body)
+            }
+        }
+    }
+
+    private func readChunk(_ chunk: ManifestNode.Entry, of root: Digest, verify: Bool) throws -> Data {
+        do {
+            let (entry, file) = try locate(chunk.digest)
+            guard !entry.isManifest, UInt64(entry.rawLength) == chunk.length else {
+                throw StoreError.corrupted("the index holds blob \(chunk.digest) with \(entry.rawLength) bytes, not a chunk of \(chunk.length)",
+                                           path: file.path, offset: entry.location.offset)
+            }
+            return try readBlob(chunk.digest, entry: entry, from: file, verify: verify)
+        } catch let error as StoreError {
+            throw Self.chunkError(error, chunk: chunk.digest, of: root)
+        }
+    }
+
+    /// Reads and checks a manifest node of the blob `root`: its entry's checksum always, and for a
+    /// node other than the root its digest (the root is checked by the whole content's hash).
+    func readManifestNode(_ digest: Digest, isRoot: Bool, of root: Digest) throws -> ManifestNode {
+        do {
+            let (entry, file) = try locate(digest)
+            guard entry.isManifest else {
+                throw StoreError.corrupted("blob \(digest) is not a manifest node", path: file.path, offset: entry.location.offset)
+            }
+            let bytes = try readBlob(digest, entry: entry, from: file, verify: false)
+            return try bytes.withUnsafeBytes { raw in
+                guard isRoot || ManifestNode.digest(of: raw) == digest else {
+                    throw StoreError.corrupted("manifest node \(digest) no longer hashes to its digest", path: file.path, offset: entry.location.offset)
+                }
+                do {
+                    return try ManifestNode.decode(raw)
+                } catch {
+                    throw StoreError.corrupted("manifest node \(digest) does not parse (\(error))", path: file.path, offset: entry.location.offset)
+                }
+            }
+        } catch let error as StoreError {
+            throw Self.chunkError(error, chunk: digest, of: root)
+        }
+    }
+
+    /// A read error of one piece of a chunked blob, as a failure to read the blob: `corrupted` (a
+    /// missing piece too: the blob's root promises it), naming the piece, its pack and offset.
+    private static func chunkError(_ error: StoreError, chunk: Digest, of root: Digest) -> StoreError {
+        guard error.code != .closed else { return error }
+        let place = error.path.map { " in \($0)" + (error.offset.map { " at offset \($0)" } ?? "") } ?? ""
+        return StoreError(code: .corrupted, message: "blob \(root) cannot be read: chunk \(chunk)\(place): \(error.message)",
+                          path: error.path, offset: error.offset, cause: error)
+    }
+}
+
+/// The storing side of a chunked put: a serial queue that stores batches in order, builds the
+/// manifest tree, and keeps the first error. The reading thread blocks while
+/// ``Store/chunkingBatchesInFlight`` batches wait, which bounds memory.
+private final class ChunkWriter: Sendable {
+    private struct State {
+        var builder = ManifestBuilder()
+        var error: (any Error)?
+        var batches = 0
+    }
+
+    private let store: Store
+    private let queue = DispatchQueue(label: "ContentStore.chunked-put")
+    private let slots = DispatchSemaphore(value: Store.chunkingBatchesInFlight)
+    private let state = Mutex(State())
+
+    init(store: Store) {
+        self.store = store
+    }
+
+    /// Queues a batch; throws the error an earlier batch met.
+    func submit(_ batch: [UInt8], _ chunks: [Store.CutChunk]) throws {
+        try state.withLock { if let error = $0.error { throw error } }
+        slots.wait()
+        queue.async { [self] in
+            defer { slots.signal() }
+            guard state.withLock({ $0.error == nil }) else { return }
+            do {
+                let time = store.nowSeconds
+                try store.storeChunks(batch, chunks, time: time)
+                let nodes = state.withLock { state in
+                    chunks.flatMap { state.builder.append(chunk: .init(digest: $0.digest, length: UInt64($0.range.count))) }
+                }
+                try store.storeManifestNodes(nodes.map { ($0.digest, $0.encoded, nil, $0.node.entries.map(\.digest)) }, time: time)
+                let batches = state.withLock { state in
+                    state.batches += 1
+                    return state.batches
+                }
+                if batches % Store.chunkingBatchesPerFlush == 0 {
+                    try store.wal.flush(upTo: store.wal.appendedLSN, synchronously: store.configuration.durability == .full)
+                }
+            } catch {
+                state.withLock { $0.error = $0.error ?? error }
+            }
+        }
+    }
+
+    /// Waits for the queued batches.
+    func drain() {
+        queue.sync {}
+    }
+
+    /// Waits for the queued batches, then stores the open nodes and the root under `root`.
+    func finish(root: Digest, size: UInt64) throws {
+        drain()
+        let (nodes, top) = try state.withLock { state in
+            if let error = state.error { throw error }
+            return state.builder.finish()
+        }
+        let time = store.nowSeconds
+        var placements = nodes.map { ($0.digest, $0.encoded, UInt64?.none, $0.node.entries.map(\.digest)) }
+        placements.append((root, top.encoded(), size, top.entries.map(\.digest)))
+        try store.storeManifestNodes(placements, time: time)
+    }
+}
