@@ -72,7 +72,8 @@ extension Store {
             rawLength: UInt32(rawLength), storedLength: UInt32(payload.count), time: time, manifest: manifest)
     }
 
-    /// The bytes of the blob with `digest`.
+    /// The bytes of the blob with `digest`. Recently got blobs come from the read cache
+    /// (``Configuration/readCacheSize``), re-hashed like blobs read from their pack.
     ///
     /// - Throws: `notFound` if the store does not hold it; `limitExceeded` if it is larger than
     ///   ``Limits/maximumGetSize`` (``export(_:to:)`` streams it instead); `corrupted`, naming the
@@ -90,7 +91,16 @@ extension Store {
         guard size <= UInt64(max(0, configuration.limits.maximumGetSize)) else {
             throw StoreError.limitExceeded("blob \(digest) is \(size) bytes; get returns at most \(configuration.limits.maximumGetSize) (export streams it)")
         }
-        guard entry.isManifest else { return try readBlob(digest, entry: entry, from: file) }
+        guard entry.isManifest else {
+            if let cached = cache.blob(digest) {
+                // Re-hashed like bytes read from a pack: bytes damaged in memory are not returned either.
+                if !configuration.verifiesReads || Digest.sha256(cached) == digest { return cached }
+                cache.remove(digest)
+            }
+            let blob = try readBlob(digest, entry: entry, from: file)
+            cache.insert(blob, for: digest)
+            return blob
+        }
         var data = Data(capacity: Int(size))
         try forEachChunk(ofChunkedBlob: digest, size: size) { data.append($0) }
         return data
@@ -116,10 +126,10 @@ extension Store {
         let expected = Self.expected(digest, entry)
         // Checked before the read allocates: an index entry claiming a huge blob cannot exhaust memory.
         try PackReader.checkLengths(expected, limits: configuration.limits, path: file.path, offset: offset)
-        let stored = try file.readExactly(PackFormat.entryHeaderSize + Int(entry.storedLength), at: offset)
-        return try stored.withUnsafeBytes { raw in
-            try PackReader.decodeEntry(raw, expected: expected, verify: verify ?? configuration.verifiesReads,
-                                       limits: configuration.limits, path: file.path, offset: offset)
+        return try withUnsafeTemporaryAllocation(byteCount: PackFormat.entryHeaderSize + Int(entry.storedLength), alignment: 16) { stored in
+            try file.readExactly(into: stored, at: offset)
+            return try PackReader.decodeEntry(UnsafeRawBufferPointer(stored), expected: expected, verify: verify ?? configuration.verifiesReads,
+                                              limits: configuration.limits, path: file.path, offset: offset)
         }
     }
 

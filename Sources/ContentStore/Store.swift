@@ -23,6 +23,8 @@ public final class Store: Sendable {
     let packs: any BlobStorage
     let wal: any RecordLog
     let snapshots = SnapshotRegistry()
+    /// Blobs `get` returned recently (``Configuration/readCacheSize``).
+    let cache: BlobCache
     private let lockFile: Mutex<File?>
 
     struct Core {
@@ -59,6 +61,7 @@ public final class Store: Sendable {
         self.configuration = configuration
         self.directory = directory.standardizedFileURL
         layout = Layout(root: self.directory.path)
+        cache = BlobCache(capacity: configuration.readCacheSize)
         fileSystem = FileSystem(io: configuration.fileIO)
         try Store.validate(configuration)
 
@@ -130,6 +133,7 @@ public final class Store: Sendable {
         guard (1 ... 22).contains(configuration.compressionLevel) else {
             throw StoreError.invalidArgument("compression level \(configuration.compressionLevel) is outside 1...22")
         }
+        guard configuration.readCacheSize >= 0 else { throw StoreError.invalidArgument("the read cache size is negative") }
         guard configuration.garbageGracePeriod >= .zero else { throw StoreError.invalidArgument("the grace period is negative") }
         guard configuration.packSizeTarget >= 1 << 16, configuration.walSegmentSize >= 1 << 16 else {
             throw StoreError.invalidArgument("pack and WAL segment sizes must be at least 64 KiB")

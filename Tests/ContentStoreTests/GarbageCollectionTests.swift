@@ -6,6 +6,25 @@ import Testing
 
 /// Collection: grace period, freshening, dry run, pack rewriting, snapshots, races with writers.
 @Suite struct GarbageCollectionTests {
+    /// Collection walks this set; a bulk load passes every blob through it (unreferenced from its
+    /// put to its commit), and it must not keep the room for all of them afterwards.
+    @Test func theUnreferencedSetShrinksOnceABulkLoadIsReferenced() {
+        var index = BlobIndex()
+        let digests = (0 ..< 20_000).map { Digest.sha256(Data("blob \($0)".utf8)) }
+        for (i, digest) in digests.enumerated() {
+            index.place(LogRecord.BlobPlacement(digest: digest, location: BlobLocation(pack: 1, offset: UInt64(32 + 100 * i)),
+                                                compressed: false, rawLength: 44, storedLength: 44, time: 0))
+        }
+        let grown = index.unreferenced.capacity
+        #expect(grown >= 20_000)
+        for digest in digests.dropFirst(10) {
+            let adjusted = index.adjustReferences(of: digest, by: 1, time: 0)
+            #expect(adjusted)
+        }
+        #expect(index.unreferenced == Set(digests.prefix(10)))
+        #expect(index.unreferenced.capacity <= 2048, "capacity \(index.unreferenced.capacity), was \(grown)")
+    }
+
     @Test func gracePeriodIsHonouredOnTheInjectedClock() throws {
         let dir = TemporaryDirectory()
         let clock = TestClock()

@@ -76,24 +76,19 @@ extension Store {
     private func dropExpiredBlobs(
         grace: Duration, dryRun: Bool, report: inout GarbageCollectionReport, progress: ((MaintenanceProgress) -> Void)?
     ) throws -> [UInt32: UInt64] {
-        // Copying the set shares its storage: walking it needs no lock. A commit or put that changes
-        // the set meanwhile copies it once under its own lock; the index itself is never copied.
+        // Taken out as an array, costing what the garbage costs. Keeping a copy of the set instead
+        // would share its storage, and the first drop below would then copy all of it: a set sized
+        // for every blob ever unreferenced at once (each is, between its put and its commit).
         let candidates = try core.withLock { core in
             guard core.isOpen else { throw Store.closedError }
-            return core.state.blobs.unreferenced
+            return Array(core.state.blobs.unreferenced)
         }
         var droppedBytes: [UInt32: UInt64] = [:]
         var lastLSN: UInt64?
         var releasedChildren = false
-        var iterator = candidates.makeIterator()
-        var batch: [Digest] = []
-        batch.reserveCapacity(Store.collectionBatchSize)
-        var visited = 0
         progress?(MaintenanceProgress(phase: .droppingBlobs, completed: 0, total: candidates.count))
-        while true {
-            batch.removeAll(keepingCapacity: true)
-            while batch.count < Store.collectionBatchSize, let digest = iterator.next() { batch.append(digest) }
-            guard !batch.isEmpty else { break }
+        for start in stride(from: 0, to: candidates.count, by: Store.collectionBatchSize) {
+            let batch = Array(candidates[start ..< min(start + Store.collectionBatchSize, candidates.count)])
             let children = childrenOfManifestNodes(among: batch)
             let (chosen, lsn) = try core.withLock { core -> ([BlobEntry], UInt64?) in
                 guard core.isOpen else { throw Store.closedError }
@@ -142,8 +137,7 @@ extension Store {
                 droppedBytes[entry.location.pack, default: 0] += entry.entryLength
                 releasedChildren = releasedChildren || entry.isManifest
             }
-            visited += batch.count
-            progress?(MaintenanceProgress(phase: .droppingBlobs, completed: visited, total: candidates.count))
+            progress?(MaintenanceProgress(phase: .droppingBlobs, completed: start + batch.count, total: candidates.count))
         }
         // The drops must be durable before phase 2 deletes a pack that held the dropped blobs.
         if let lastLSN { try wal.flush(upTo: lastLSN, synchronously: true) }

@@ -38,12 +38,19 @@ final class File: Sendable {
 
     /// `pread(2)` of exactly `count` bytes; a short read is `corrupted` (the file is shorter than the index says).
     func readExactly(_ count: Int, at offset: UInt64) throws -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        let n = try bytes.withUnsafeMutableBytes { try read(into: $0, at: offset) }
-        guard n == count else {
-            throw StoreError.corrupted("expected \(count) bytes, file ends after \(n)", path: path, offset: offset)
+        // Uninitialized: the read fills every byte, and zero-filling first costs as much as a small read.
+        try [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            try readExactly(into: UnsafeMutableRawBufferPointer(buffer), at: offset)
+            initialized = count
         }
-        return bytes
+    }
+
+    /// `pread(2)` filling all of `buffer`; a short read is `corrupted`.
+    func readExactly(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws {
+        let n = try read(into: buffer, at: offset)
+        guard n == buffer.count else {
+            throw StoreError.corrupted("expected \(buffer.count) bytes, file ends after \(n)", path: path, offset: offset)
+        }
     }
 
     /// `pwrite(2)` of all of `bytes`.
@@ -64,6 +71,11 @@ final class File: Sendable {
     /// `fdatasync(2)`: the file's data (and the size it needs to read back) reaches stable storage.
     func synchronizeData() throws {
         if case .failure(let error) = io.fdatasync(descriptor) { throw StoreError.io("cannot sync", path: path, cause: error) }
+    }
+
+    /// Starts writing `length` bytes from `offset` out to the disk, without waiting (see ``FileIO/startWriteBack(_:offset:length:)``).
+    func startWriteBack(offset: UInt64, length: UInt64) {
+        io.startWriteBack(descriptor, offset: offset, length: length)
     }
 
     /// `fsync(2)`: data and metadata. Used on directories, after creating, renaming or unlinking in them.

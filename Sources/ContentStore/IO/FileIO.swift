@@ -1,3 +1,4 @@
+internal import CContentStoreSupport
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -19,6 +20,9 @@ protocol FileIO: Sendable {
     func pwrite(_ descriptor: Int32, from buffer: UnsafeRawBufferPointer, at offset: UInt64) -> Result<Int, SystemError>
     func fdatasync(_ descriptor: Int32) -> Result<Void, SystemError>
     func fsync(_ descriptor: Int32) -> Result<Void, SystemError>
+    /// Starts writing a range of the file out (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), without
+    /// waiting and without making it durable: only so that a later sync has less left to do.
+    func startWriteBack(_ descriptor: Int32, offset: UInt64, length: UInt64)
     func ftruncate(_ descriptor: Int32, length: UInt64) -> Result<Void, SystemError>
     func size(_ descriptor: Int32) -> Result<UInt64, SystemError>
     /// `flock(LOCK_EX | LOCK_NB)`: false when another open file description holds the lock.
@@ -69,6 +73,11 @@ struct SystemFileIO: FileIO {
         check("fsync", retryingInterrupts { Glibc.fsync(descriptor) })
     }
 
+    func startWriteBack(_ descriptor: Int32, offset: UInt64, length: UInt64) {
+        // Advisory: a failure to start write-back shows at the sync that needs the data.
+        _ = cs_start_write_back(descriptor, Int64(offset), Int64(length))
+    }
+
     func ftruncate(_ descriptor: Int32, length: UInt64) -> Result<Void, SystemError> {
         check("ftruncate", retryingInterrupts { Glibc.ftruncate(descriptor, off_t(length)) })
     }
@@ -115,6 +124,12 @@ struct SystemFileIO: FileIO {
         guard lstat(path, &info) == 0 else { return .missing }
         return (info.st_mode & S_IFMT) == S_IFDIR ? .directory : .other
     }
+}
+
+extension FileIO {
+    /// Starting write-back early changes when data reaches the disk, never whether a sync makes it
+    /// durable: implementations that model the disk (the fault-injecting ones in the tests) need not do it.
+    func startWriteBack(_ descriptor: Int32, offset: UInt64, length: UInt64) {}
 }
 
 func retryingInterrupts(_ call: () -> Int32) -> Int32 {

@@ -54,7 +54,7 @@ struct BlobIndex: Sendable {
     mutating func remove(_ digest: Digest) -> BlobEntry? {
         guard let entry = entries.removeValue(forKey: digest) else { return nil }
         unaccount(entry)
-        unreferenced.remove(digest)
+        removeFromUnreferenced(digest)
         manifestSizes[digest] = nil
         return entry
     }
@@ -96,10 +96,22 @@ struct BlobIndex: Sendable {
             entry.zeroSince = time
             unreferenced.insert(digest)
         } else {
-            unreferenced.remove(digest)
+            removeFromUnreferenced(digest)
         }
         entries[digest] = entry
         return true
+    }
+
+    /// The set grows to hold every blob unreferenced at once (each is, between its put and the
+    /// commit that references it: a bulk load passes the whole store through it) and never shrinks
+    /// by itself; rebuilt once three quarters of it are empty room, it costs what it holds
+    /// (amortised O(1) per removal).
+    private mutating func removeFromUnreferenced(_ digest: Digest) {
+        guard unreferenced.remove(digest) != nil else { return }
+        guard unreferenced.capacity > 1024, unreferenced.count < unreferenced.capacity / 4 else { return }
+        var compact = Set<Digest>(minimumCapacity: unreferenced.count * 2)
+        for digest in unreferenced { compact.insert(digest) }
+        unreferenced = compact
     }
 
     private mutating func add(_ digest: Digest, _ entry: BlobEntry) {

@@ -62,21 +62,26 @@ enum PackReader {
         if expected.compressed, let declared = Zstd.declaredContentSize(payload), declared != UInt64(expected.rawLength) {
             throw StoreError.corrupted("blob \(digest)'s zstd frame declares \(declared) bytes, the index \(expected.rawLength)", path: path, offset: offset)
         }
-        var data = Data(count: Int(expected.rawLength))
+        // Uninitialized (decompression or the copy fills every byte), and handed to the Data without a copy.
+        let blob = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(expected.rawLength), alignment: 16)
+        var returned = false
+        defer { if !returned { blob.deallocate() } }
         if expected.compressed {
             do {
-                try data.withUnsafeMutableBytes { try Zstd.decompress(payload, into: $0) }
+                try Zstd.decompress(payload, into: blob)
             } catch {
                 throw StoreError(code: .corrupted, message: "blob \(digest) does not decompress (\(error)) in \(path) at offset \(offset)",
                                  path: path, offset: offset, cause: error)
             }
         } else {
-            data.withUnsafeMutableBytes { $0.copyMemory(from: payload) }
+            blob.copyMemory(from: payload)
         }
-        if verify && Digest.sha256(data) != digest {
+        if verify && SHA256.hash(UnsafeRawBufferPointer(blob)) != digest {
             throw StoreError.corrupted("blob \(digest) no longer hashes to its digest", path: path, offset: offset)
         }
-        return data
+        guard let base = blob.baseAddress, blob.count > 0 else { return Data() }
+        returned = true
+        return Data(bytesNoCopy: base, count: blob.count, deallocator: .custom { pointer, _ in pointer.deallocate() })
     }
 
     /// (offset, header) of each entry, in file order. Stops at the sealed index, or at the first

@@ -27,7 +27,14 @@ final class PackStore: Sendable {
         var file: File
         var size: UInt64
         var index: [PackFormat.IndexEntry]
+        /// Bytes before this were handed to write-back (``PackStore/writeBackStep``).
+        var writeBackStart: UInt64
     }
+
+    /// Appended bytes are handed to the kernel's write-back in steps of this size, outside the lock,
+    /// so the sync that makes them durable (a commit's, or sealing's) finds most of them on their way
+    /// to the disk instead of starting all of the writing then, with every committer waiting.
+    static let writeBackStep: UInt64 = 1 << 20
 
     private struct State {
         var files: [UInt32: File] = [:]
@@ -79,7 +86,7 @@ final class PackStore: Sendable {
 
     /// Appends one entry (header and payload) and returns where it landed.
     func append(header: [UInt8], payload: UnsafeRawBufferPointer, indexEntry: PackFormat.IndexEntry) throws -> BlobLocation {
-        try state.withLock { state in
+        let (location, writeBack) = try state.withLock { state -> (BlobLocation, (file: File, offset: UInt64, length: UInt64)?) in
             if let failure = state.failure { throw failure }
             let length = UInt64(header.count + payload.count)
             var active = try activePack(&state, forAppending: length)
@@ -97,8 +104,12 @@ final class PackStore: Sendable {
             state.sizes[active.id] = active.size
             if state.unsynced.updateValue(active.file, forKey: active.id) == nil { state.unlogged[active.id] = location.offset }
             state.unsettled[active.id, default: 0] += 1
-            return location
+            guard active.size - active.writeBackStart >= PackStore.writeBackStep else { return (location, nil) }
+            defer { active.writeBackStart = active.size }
+            return (location, (active.file, active.writeBackStart, active.size - active.writeBackStart))
         }
+        if let writeBack { writeBack.file.startWriteBack(offset: writeBack.offset, length: writeBack.length) }
+        return location
     }
 
     /// Tells the store that an entry ``append(header:payload:indexEntry:)`` wrote is now in the
@@ -242,7 +253,7 @@ final class PackStore: Sendable {
         state.unsynced[id] = file
         state.unlogged[id] = 0
         state.directoryNeedsSync = true
-        return Active(id: id, file: file, size: UInt64(PackFormat.headerSize), index: [])
+        return Active(id: id, file: file, size: UInt64(PackFormat.headerSize), index: [], writeBackStart: 0)
     }
 
     private func seal(_ active: Active, in state: inout State) throws {

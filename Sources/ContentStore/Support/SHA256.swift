@@ -28,10 +28,11 @@ enum SHA256 {
         }
 
         consuming func finalize() -> Digest {
-            var output = [UInt8](repeating: 0, count: Digest.byteCount)
+            // On the stack: an array here would be an allocation per hash.
+            var output: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
             var length: UInt32 = 0
-            EVP_DigestFinal_ex(context, &output, &length)
-            return output.withUnsafeBytes { Digest(bytes: $0) }
+            _ = withUnsafeMutableBytes(of: &output) { EVP_DigestFinal_ex(context, $0.baseAddress!.assumingMemoryBound(to: UInt8.self), &length) }
+            return withUnsafeBytes(of: output) { Digest(bytes: $0) }
         }
     }
 }

@@ -1,0 +1,95 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+@testable import ContentStore
+
+/// The read cache: bounded, evicting by second chance, and never a way around verification.
+@Suite struct BlobCacheTests {
+    @Test func aCachedBlobIsReHashedAndDamageInMemoryIsNotReturned() throws {
+        let dir = TemporaryDirectory()
+        let store = try Store(at: dir.store, configuration: .testing())
+        var random = SeededRandom(seed: 1)
+        let data = random.compressibleBytes(20_000)
+        let digest = try store.put(data)
+        #expect(try store.get(digest) == data)
+        #expect(store.cache.blob(digest) == data, "a get keeps the verified blob")
+
+        // Bytes changed in memory after they were verified: the get re-reads the pack instead.
+        store.cache.remove(digest)
+        var damaged = data
+        damaged[100] ^= 1
+        store.cache.insert(damaged, for: digest)
+        #expect(try store.get(digest) == data)
+        #expect(store.cache.blob(digest) == data)
+        try store.close()
+    }
+
+    @Test func theCacheStaysWithinItsSizeAndSkipsLargeBlobs() throws {
+        let dir = TemporaryDirectory()
+        var configuration = Store.Configuration.testing()
+        configuration.readCacheSize = 64 << 10
+        let store = try Store(at: dir.store, configuration: configuration)
+        var random = SeededRandom(seed: 2)
+        let blobs = (0 ..< 100).map { _ in random.bytes(1024) }
+        let digests = try blobs.map { try store.put($0) }
+        for (digest, blob) in zip(digests, blobs) { #expect(try store.get(digest) == blob) }
+        #expect(store.cache.bytes > 32 << 10)
+        #expect(store.cache.bytes <= 64 << 10)
+
+        let large = random.bytes(8 << 10)  // over a sixteenth of the cache
+        let largeDigest = try store.put(large)
+        #expect(try store.get(largeDigest) == large)
+        #expect(store.cache.blob(largeDigest) == nil)
+        try store.close()
+    }
+
+    @Test func aSizeOfZeroTurnsTheCacheOffAndANegativeOneIsRefused() throws {
+        let dir = TemporaryDirectory()
+        var configuration = Store.Configuration.testing()
+        configuration.readCacheSize = -1
+        #expect(throws: StoreError.self) { try Store(at: dir.store, configuration: configuration) }
+        configuration.readCacheSize = 0
+        let store = try Store(at: dir.store, configuration: configuration)
+        let digest = try store.put(Data("small".utf8))
+        #expect(try store.get(digest) == Data("small".utf8))
+        #expect(store.cache.bytes == 0)
+        try store.close()
+    }
+
+    /// Readers on several threads churn a cache far smaller than what they read: every get still
+    /// returns its blob's bytes, and the cache stays within its size.
+    @Test func concurrentGetsThroughASmallCacheReturnTheRightBytes() throws {
+        let dir = TemporaryDirectory()
+        var configuration = Store.Configuration.testing()
+        configuration.readCacheSize = 32 << 10
+        let store = try Store(at: dir.store, configuration: configuration)
+        var random = SeededRandom(seed: 3)
+        let blobs = (0 ..< 200).map { _ in random.compressibleBytes(1024 + Int(random.next() % 1024)) }
+        let digests = try blobs.map { try store.put($0) }
+        let mismatches = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: 4) { thread in
+            var random = SeededRandom(seed: UInt64(10 + thread))
+            for _ in 0 ..< 2000 {
+                let index = Int(random.next() % UInt64(blobs.count))
+                if (try? store.get(digests[index])) != blobs[index] { mismatches.add(1, ordering: .relaxed) }
+            }
+        }
+        #expect(mismatches.load(ordering: .relaxed) == 0)
+        #expect(store.cache.bytes <= 32 << 10)
+        try store.close()
+    }
+
+    @Test func evictionSparesABlobGotSinceTheHandLastPassed() {
+        let cache = BlobCache(capacity: 1600)  // sixteen blobs of 100 bytes
+        let digests = (0 ..< 17).map { Digest.sha256(Data("blob \($0)".utf8)) }
+        for digest in digests.prefix(16) { cache.insert(Data(repeating: 1, count: 100), for: digest) }
+        #expect(cache.bytes == 1600)
+        #expect(cache.blob(digests[0]) != nil)  // used again: survives the next eviction
+        cache.insert(Data(repeating: 2, count: 100), for: digests[16])
+        #expect(cache.bytes == 1600)
+        #expect(cache.blob(digests[0]) != nil)
+        #expect(cache.blob(digests[1]) == nil)
+        #expect(cache.blob(digests[16]) == Data(repeating: 2, count: 100))
+    }
+}
