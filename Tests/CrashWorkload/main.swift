@@ -36,12 +36,23 @@ configuration.walSegmentSize = 64 * 1024
 configuration.checkpointThreshold = 256 * 1024
 configuration.garbageGracePeriod = .seconds(2)
 
-let opened: Store
-do {
-    opened = try Store(at: URL(fileURLWithPath: options.directory), configuration: configuration)
-} catch {
-    fail("open: \(error)")
+/// Opens the store, waiting up to two seconds for its lock. The test opens the store itself between
+/// kills; a child another test forks at that moment shares the lock's open file description until
+/// it execs, so the lock can outlive the test's `close()` for an instant.
+func openStore(at directory: URL, configuration: Store.Configuration) -> Store {
+    let deadline = ContinuousClock.now + .seconds(2)
+    while true {
+        do {
+            return try Store(at: directory, configuration: configuration)
+        } catch let error as StoreError where error.code == .locked && ContinuousClock.now < deadline {
+            usleep(10_000)
+        } catch {
+            fail("open: \(error)")
+        }
+    }
 }
+
+let opened = openStore(at: URL(fileURLWithPath: options.directory), configuration: configuration)
 
 let group = DispatchGroup()
 for thread in 0 ..< options.threads {
