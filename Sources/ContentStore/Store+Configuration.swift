@@ -81,6 +81,9 @@ extension Store {
         /// instead of syncing the packs first: one sync per small commit instead of two, for writing
         /// those bytes twice. Default 512 KiB (Docs/durability.md has the measurements); 0 always syncs.
         var loggedPackBytesLimit = 512 * 1024
+        /// Bytes of zeros a WAL segment is extended by ahead of the batches written into it, so that a
+        /// commit's sync overwrites rather than appends (Docs/durability.md). Default 1 MiB; 0 appends.
+        var walPreallocation: UInt64 = 1 << 20
 
         /// The defaults.
         public init() {}

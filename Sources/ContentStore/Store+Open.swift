@@ -199,7 +199,9 @@ extension Store {
                     lastSegment = try WriteAheadLog.createSegment(number: number, salt: .random(in: 0 ... .max), in: layout.wal, fileSystem: fileSystem)
                 } else {
                     if UInt64(result.validLength) < size {
-                        try file.truncate(to: UInt64(result.validLength))  // the torn tail of an unacknowledged write
+                        // The zeros written ahead of the log, or the torn tail of an unacknowledged write. Cut rather
+                        // than kept, so nothing beyond the batches appended from here on can ever be read as a frame.
+                        try file.truncate(to: UInt64(result.validLength))
                     }
                     // What a crashed process left in the page cache becomes durable before new batches claim it is.
                     // The bytes after the last sync point's claim are written again first: if the sync that should
@@ -211,7 +213,8 @@ extension Store {
                     }
                     try file.synchronizeData()
                     let length = UInt64(result.validLength)
-                    lastSegment = WriteAheadLog.Segment(number: number, file: file, salt: result.header.salt, size: length, durableSize: length)
+                    lastSegment = WriteAheadLog.Segment(
+                        number: number, file: file, salt: result.header.salt, size: length, durableSize: length, allocatedSize: length)
                 }
             } else {
                 olderSegments[number] = size

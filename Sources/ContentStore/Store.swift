@@ -72,7 +72,7 @@ public final class Store: Sendable {
                 directory: layout.packs, sizeTarget: configuration.packSizeTarget, fileSystem: fileSystem, firstNewID: recovered.firstNewPackID)
             wal = WriteAheadLog(
                 directory: layout.wal, fileSystem: fileSystem, segment: recovered.segment, olderSegments: recovered.olderSegments,
-                segmentSizeLimit: configuration.walSegmentSize, packs: packs, packBytesLimit: min(configuration.loggedPackBytesLimit, WALFormat.maximumPackBytes))
+                segmentSizeLimit: configuration.walSegmentSize, preallocation: configuration.walPreallocation, packs: packs, packBytesLimit: min(configuration.loggedPackBytesLimit, WALFormat.maximumPackBytes))
             core = Mutex(Core(state: recovered.state))
             published = Mutex(Published(records: recovered.state.records))
             background = BackgroundWork()
@@ -109,7 +109,7 @@ public final class Store: Sendable {
             packs.close()
             lockFile.withLock { $0 = nil }
         }
-        try wal.flush(upTo: wal.appendedLSN, synchronously: true)
+        try wal.close()
         try packs.synchronize()
     }
 

@@ -66,10 +66,13 @@ enum WALFormat {
     }
 
     /// The frame at `offset` if it is complete and its checksum matches: (type, payload).
+    ///
+    /// No frame has an empty payload: zeros, as in the tail the writer extends the last segment by,
+    /// are never a frame (for one salt in 2³² they would pass the checksum).
     static func frame(in bytes: UnsafeRawBufferPointer, at offset: Int, salt: UInt32, maximumPayload: Int) -> (kind: UInt8, payload: UnsafeRawBufferPointer)? {
         guard offset + frameHeaderSize <= bytes.count else { return nil }
         let length = Int(bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self).littleEndian)
-        guard length <= maximumPayload, offset + frameHeaderSize + length <= bytes.count else { return nil }
+        guard length > 0, length <= maximumPayload, offset + frameHeaderSize + length <= bytes.count else { return nil }
         let stored = bytes.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self).littleEndian
         let kind = bytes[offset + 8]
         let payload = UnsafeRawBufferPointer(rebasing: bytes[offset + frameHeaderSize ..< offset + frameHeaderSize + length])

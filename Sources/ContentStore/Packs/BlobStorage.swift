@@ -64,6 +64,8 @@ protocol RecordLog: AnyObject, Sendable {
     var bytesSinceCheckpoint: Atomic<UInt64> { get }
     /// Forgets segments a checkpoint made unnecessary.
     func segmentsRemoved(before number: UInt64)
+    /// Flushes durably and leaves the log as a closed store keeps it.
+    func close() throws
 }
 
 extension PackStore: BlobStorage {}

@@ -92,6 +92,9 @@ final class WorkloadRunner {
         configuration.durability = .full
         configuration.packSizeTarget = 64 * 1024
         configuration.walSegmentSize = 64 * 1024
+        // Small, so segments are extended by zeros many times each: power cuts land in extensions,
+        // in batches written over zeros and in the truncations of rotation and close.
+        configuration.walPreallocation = 4 * 1024
         // Small, so both ways a commit makes pack bytes durable occur: carried by the WAL, and synced.
         configuration.loggedPackBytesLimit = 16 * 1024
         // Blobs over 24 KiB (only chunkedBlobs's) are chunked into 1 KiB chunks under manifest trees.
