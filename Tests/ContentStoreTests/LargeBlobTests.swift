@@ -280,6 +280,37 @@ import Testing
         try store.close()
     }
 
+    /// A dry run reports what the collection would remove through the whole cascade (the root, the
+    /// nodes under it and the chunks only they held), not just the unreferenced root, and changes nothing.
+    @Test(arguments: [false, true])
+    func dryRunCountsTheCascade(sharingChunks: Bool) throws {
+        let dir = TemporaryDirectory()
+        let clock = TestClock()
+        let store = try Store(at: dir.store, configuration: Self.configuration(clock: clock))
+        var random = SeededRandom(seed: 14)
+        let first = random.bytes(2 << 20)
+        var second = first
+        second.replaceSubrange(1 << 20 ..< (1 << 20) + 4096, with: random.bytes(4096))
+        let one = try store.put(first)
+        try store.write { try $0.setRecord(Record(references: [one]), forKey: "v1") }
+        if sharingChunks {
+            let two = try store.put(second)
+            try store.write { try $0.setRecord(Record(references: [two]), forKey: "v2") }
+        }
+        try store.write { try $0.removeRecord(forKey: "v1") }
+        clock.advance(by: 10)
+        let before = IndexImage(store)
+        let dryRun = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero, dryRun: true))
+        #expect(IndexImage(store) == before)
+        let real = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero))
+        #expect(real.blobsRemoved > (sharingChunks ? 3 : 1000))
+        #expect(dryRun.blobsRemoved == real.blobsRemoved)
+        #expect(dryRun.bytesFreed == real.bytesFreed)
+        #expect(dryRun.logicalBytesFreed == real.logicalBytesFreed)
+        #expect(dryRun.packsDeleted == real.packsDeleted && dryRun.packsRewritten == real.packsRewritten)
+        try store.close()
+    }
+
     /// Two versions share most chunks; dropping one collects what only it held, keeps the rest, and
     /// leaves exact counts. The counts after WAL replay and after a checkpoint equal the live ones.
     @Test func collectionKeepsSharedChunksAndCountsSurviveRecovery() throws {
