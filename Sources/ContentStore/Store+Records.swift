@@ -48,8 +48,8 @@ extension Store {
     public func write<T>(_ body: (inout Transaction) throws -> T) throws -> T {
         try checkOpen()
         let result: T
-        let commit: (lsn: UInt64, records: SortedMap<String, Record>)?
-        let observed: UInt64
+        let flushTo: UInt64
+        let committed: SortedMap<String, Record>?
         writer.wait()
         do {
             // Released before the flush, so the next transaction joins this one's group commit.
@@ -57,14 +57,21 @@ extension Store {
             var transaction = Transaction(base: core.withLock { $0.state.records }, limits: configuration.limits)
             result = try body(&transaction)
             let changes = transaction.effectiveChanges
-            commit = changes.isEmpty ? nil : try self.commit(changes)
-            observed = wal.appendedLSN
+            if changes.isEmpty {
+                // A transaction that changed nothing still returns only once the state it saw is durable:
+                // it may have read (or rewritten unchanged) a commit that another writer has not synced yet.
+                // (Read only then: it takes the lock every committer contends for.)
+                flushTo = wal.appendedLSN
+                committed = nil
+            } else {
+                let commit = try self.commit(changes)
+                flushTo = commit.lsn
+                committed = commit.records
+            }
         }
-        // A transaction that changed nothing still returns only once the state it saw is durable:
-        // it may have read (or rewritten unchanged) a commit that another writer has not synced yet.
-        try wal.flush(upTo: commit?.lsn ?? observed, synchronously: configuration.durability == .full)
-        if let commit {
-            published.withLock { $0.publish(commit.records, lsn: commit.lsn) }
+        try wal.flush(upTo: flushTo, synchronously: configuration.durability == .full)
+        if let committed {
+            published.withLock { $0.publish(committed, lsn: flushTo) }
             scheduleCheckpointIfNeeded()
         }
         return result
