@@ -24,12 +24,16 @@ extension ProjectStorage {
     public func update(_ request: ProjectUpdateRequest) throws {
         let id = request.projectID
         try writing(id) {
-            // Everything that can be checked without storing anything is checked first.
+            // Everything that can be checked without storing anything is checked first. A request
+            // that stores nothing (an undo, a redo) is checked only in the transaction, which reads
+            // the project anyway.
             for content in request.stepsContentToAdd {
                 for name in content.assets.keys { try AssetName.validate(name, projectID: id) }
             }
-            let current = try ProjectRecord(try projectRecord(id, in: store.record(forKey: Keys.project(id))))
-            try validateCursor(of: request, against: current)
+            if !request.stepsContentToAdd.isEmpty || !(request.userData?.isEmpty ?? true) {
+                let current = try ProjectRecord(try projectRecord(id, in: store.record(forKey: Keys.project(id))))
+                try validateCursor(of: request, against: current)
+            }
             let steps = try request.stepsContentToAdd.map { try gather($0, projectID: id) }
 
             // A concurrent collection with a zero grace period may remove a blob between its put

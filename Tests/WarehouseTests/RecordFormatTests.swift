@@ -26,6 +26,23 @@ import Testing
         #expect(try ProjectRecord(record, includingSteps: false) == withoutSteps)
     }
 
+    /// The step list is read and written in one pass: 16 bytes per ID, in order, at the end.
+    @Test func manyStepIDsRoundTripInOrder() throws {
+        let steps = (0 ..< 1000).map { _ in UUID() } + [UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF")!]
+        let project = ProjectRecord(
+            creationDate: Date(timeIntervalSinceReferenceDate: 5), modificationDate: Date(timeIntervalSinceReferenceDate: 6),
+            stepCursor: 7, bundleID: "bundle", userData: nil, stepIDs: steps)
+        let value = [UInt8](project.record.value)
+        let list = value.suffix(16 * steps.count)
+        #expect(Array(list.suffix(16)) == (0 ..< 16).map { UInt8($0 * 0x11) })
+        #expect(Array(list.prefix(16)) == withUnsafeBytes(of: steps[0].uuid) { Array($0) })
+        #expect(try ProjectRecord(project.record) == project)
+        // A list one byte short is damage, not a shorter list.
+        var truncated = project.record
+        truncated.value = truncated.value.dropLast()
+        #expect(throws: StoreError.self) { _ = try ProjectRecord(truncated) }
+    }
+
     @Test func stepAndAssetRecordsRoundTrip() throws {
         let digests = (0 ..< 3).map { Digest.sha256(Data([UInt8($0)])) }
         let table = AssetTable(digests: ["b": digests[1], "a/x": digests[2]])
