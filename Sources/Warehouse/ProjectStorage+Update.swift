@@ -107,8 +107,10 @@ extension ProjectStorage {
     private func commit(_ request: ProjectUpdateRequest, steps: [StepRecord], userData: Digest?) throws {
         let id = request.projectID
         let date = now
+        // Once, not per use: `uuidString` costs about as much as decoding a hundred step IDs.
+        let key = Keys.project(id)
         try store.write { transaction in
-            var project = try ProjectRecord(try projectRecord(id, in: transaction.record(forKey: Keys.project(id))))
+            var project = try ProjectRecord(try projectRecord(id, in: transaction.record(forKey: key)))
             let newIDs = steps.map { _ in UUID() }
             project.stepIDs.insert(contentsOf: newIDs, at: max(0, min(project.stepCursor, project.stepIDs.count)))
             var deleted: [UUID] = []
@@ -117,13 +119,14 @@ extension ProjectStorage {
                 deleted = project.stepIDs.filter { deleting.contains($0) }
                 project.stepIDs.removeAll { deleting.contains($0) }
             }
-            // Checked again here: the project may have changed since the check before storing blobs.
+            // Checked here in any case: the project may have changed since the check before storing
+            // blobs, and a request that stores nothing is checked only here.
             try ProjectStorage.checkCursor(request.stepCursor ?? project.stepCursor, stepCount: project.stepIDs.count, projectID: id)
             if let cursor = request.stepCursor { project.stepCursor = cursor }
             if request.userData != nil { project.userData = userData }
             project.modificationDate = date
 
-            try transaction.setRecord(project.record, forKey: Keys.project(id))
+            try transaction.setRecord(project.record, forKey: key)
             for (stepID, step) in zip(newIDs, steps) {
                 try transaction.setRecord(step.record, forKey: Keys.step(stepID, of: id))
             }
