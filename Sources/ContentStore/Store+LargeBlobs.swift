@@ -131,11 +131,11 @@ extension Store {
         var placements: [LogRecord.BlobPlacement] = []
         defer { for placement in placements { packs.settle(placement.location.pack) } }
         try batch.withUnsafeBytes { raw in
-            let compressed = compress(absent.map { UnsafeRawBufferPointer(rebasing: raw[chunks[$0].range]) })
-            for (index, payload) in zip(absent, compressed) {
-                let chunk = chunks[index]
-                placements.append(try appendEntry(chunk.digest, bytes: UnsafeRawBufferPointer(rebasing: raw[chunk.range]), compressed: payload, time: time))
+            let pieces = absent.map { UnsafeRawBufferPointer(rebasing: raw[chunks[$0].range]) }
+            let entries = zip(absent, compress(pieces)).map { index, payload in
+                NewEntry(digest: chunks[index].digest, bytes: UnsafeRawBufferPointer(rebasing: raw[chunks[index].range]), compressed: payload)
             }
+            placements = try appendEntries(entries, time: time)
         }
         try core.withLock { core in
             guard core.isOpen else { throw Store.closedError }

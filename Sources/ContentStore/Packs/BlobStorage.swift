@@ -12,9 +12,10 @@ protocol BlobStorage: AnyObject, Sendable {
     func size(of pack: UInt32) -> UInt64?
     /// A name for messages (a path for local packs).
     func path(of pack: UInt32) -> String
-    /// Appends an entry; durable after ``synchronize()``. The caller settles it (``settle(_:)``) once
-    /// the index knows where it is.
-    func append(header: [UInt8], payload: UnsafeRawBufferPointer, indexEntry: PackFormat.IndexEntry) throws -> BlobLocation
+    /// Appends entries in order and returns where each landed; durable after ``synchronize()``. The
+    /// caller settles each (``settle(_:)``) once the index knows where it is; when this throws, none
+    /// needs settling.
+    func append(_ entries: [PackEntry]) throws -> [BlobLocation]
     /// Marks one append to `pack` as known to the index (or found redundant).
     func settle(_ pack: UInt32)
     /// Whether `pack` received appends the index may not know yet; collection leaves such a pack alone.
@@ -31,6 +32,13 @@ protocol BlobStorage: AnyObject, Sendable {
     /// Deletes a pack whose live entries are gone or moved (durable once the caller syncs the directory).
     func remove(_ pack: UInt32) throws
     func close()
+}
+
+extension BlobStorage {
+    /// Appends one entry (see ``append(_:)``).
+    func append(header: [UInt8], payload: UnsafeRawBufferPointer, indexEntry: PackFormat.IndexEntry) throws -> BlobLocation {
+        try append([PackEntry(header: header, payload: .borrowed(payload), indexEntry: indexEntry)])[0]
+    }
 }
 
 /// What makes the packs' appends durable along with a WAL batch (``BlobStorage/prepareCommit(loggingUpTo:)``).

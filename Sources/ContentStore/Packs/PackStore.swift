@@ -84,41 +84,93 @@ final class PackStore: Sendable {
     func file(_ pack: UInt32) -> File? { state.withLock { $0.files[pack] } }
     func path(of pack: UInt32) -> String { directory + "/" + PackFormat.fileName(pack) }
 
-    /// Appends one entry (header and payload) and returns where it landed.
-    func append(header: [UInt8], payload: UnsafeRawBufferPointer, indexEntry: PackFormat.IndexEntry) throws -> BlobLocation {
-        let (location, writeBack) = try state.withLock { state -> (BlobLocation, (file: File, offset: UInt64, length: UInt64)?) in
+    /// Appends entries in order and returns where each landed. The entries that go into one pack are
+    /// written with one `pwrite` (a chunked put appends thousands of small entries: two system calls
+    /// each cost more than copying them together); a lone entry is written in place, uncopied.
+    func append(_ entries: [PackEntry]) throws -> [BlobLocation] {
+        var writeBacks: [(file: File, offset: UInt64, length: UInt64)] = []
+        let locations = try state.withLock { state -> [BlobLocation] in
             if let failure = state.failure { throw failure }
-            let length = UInt64(header.count + payload.count)
-            var active = try activePack(&state, forAppending: length)
+            var locations: [BlobLocation] = []
+            locations.reserveCapacity(entries.count)
+            do {
+                try appendGroups(entries, &locations, &writeBacks, &state)
+            } catch {
+                // The caller gets no locations to settle: the entries already written are dead space.
+                for location in locations { Self.settle(location.pack, &state) }
+                throw error
+            }
+            return locations
+        }
+        for writeBack in writeBacks { writeBack.file.startWriteBack(offset: writeBack.offset, length: writeBack.length) }
+        return locations
+    }
+
+    private func appendGroups(_ entries: [PackEntry], _ locations: inout [BlobLocation],
+                              _ writeBacks: inout [(file: File, offset: UInt64, length: UInt64)], _ state: inout State) throws {
+        while locations.count < entries.count {
+            var active = try activePack(&state, forAppending: entries[locations.count].length)
             // Taken out of the state so `active.index` is uniquely referenced and grows in place;
             // otherwise every append would copy the whole index.
             state.active = nil
             defer { state.active = active }
-            try active.file.write(header, at: active.size)
-            try active.file.write(payload, at: active.size + UInt64(header.count))
-            let location = BlobLocation(pack: active.id, offset: active.size)
-            var entry = indexEntry
-            entry.offset = active.size
-            active.index.append(entry)
-            active.size += length
+            let group = Self.group(entries[locations.count...], fitting: active, sizeTarget: sizeTarget)
+            try Self.write(group, to: active)
+            for entry in group {
+                var indexEntry = entry.indexEntry
+                indexEntry.offset = active.size
+                active.index.append(indexEntry)
+                locations.append(BlobLocation(pack: active.id, offset: active.size))
+                active.size += entry.length
+            }
             state.sizes[active.id] = active.size
-            if state.unsynced.updateValue(active.file, forKey: active.id) == nil { state.unlogged[active.id] = location.offset }
-            state.unsettled[active.id, default: 0] += 1
-            guard active.size - active.writeBackStart >= PackStore.writeBackStep else { return (location, nil) }
-            defer { active.writeBackStart = active.size }
-            return (location, (active.file, active.writeBackStart, active.size - active.writeBackStart))
+            let first = locations[locations.count - group.count].offset
+            if state.unsynced.updateValue(active.file, forKey: active.id) == nil { state.unlogged[active.id] = first }
+            state.unsettled[active.id, default: 0] += group.count
+            if active.size - active.writeBackStart >= PackStore.writeBackStep {
+                writeBacks.append((active.file, active.writeBackStart, active.size - active.writeBackStart))
+                active.writeBackStart = active.size
+            }
         }
-        if let writeBack { writeBack.file.startWriteBack(offset: writeBack.offset, length: writeBack.length) }
-        return location
+    }
+
+    /// The leading entries that fit in `active` (at least one: an empty pack takes any entry).
+    private static func group(_ entries: ArraySlice<PackEntry>, fitting active: Active, sizeTarget: UInt64) -> ArraySlice<PackEntry> {
+        var end = entries.startIndex + 1
+        var size = active.size + entries[entries.startIndex].length
+        while end < entries.endIndex, size + entries[end].length <= sizeTarget {
+            size += entries[end].length
+            end += 1
+        }
+        return entries[..<end]
+    }
+
+    /// Writes `group` at the end of `active`.
+    private static func write(_ group: ArraySlice<PackEntry>, to active: Active) throws {
+        guard group.count > 1 else {
+            let entry = group[group.startIndex]
+            try active.file.write(entry.header, at: active.size)
+            try entry.payload.withUnsafeBytes { try active.file.write($0, at: active.size + UInt64(entry.header.count)) }
+            return
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Int(group.reduce(0) { $0 + $1.length }))
+        for entry in group {
+            bytes.append(contentsOf: entry.header)
+            entry.payload.withUnsafeBytes { bytes.append(contentsOf: $0) }
+        }
+        try active.file.write(bytes, at: active.size)
     }
 
     /// Tells the store that an entry ``append(header:payload:indexEntry:)`` wrote is now in the
     /// index (or was found redundant). Every append must be settled exactly once.
     func settle(_ pack: UInt32) {
-        state.withLock { state in
-            let remaining = state.unsettled[pack, default: 1] - 1
-            state.unsettled[pack] = remaining > 0 ? remaining : nil
-        }
+        state.withLock { Self.settle(pack, &$0) }
+    }
+
+    private static func settle(_ pack: UInt32, _ state: inout State) {
+        let remaining = state.unsettled[pack, default: 1] - 1
+        state.unsettled[pack] = remaining > 0 ? remaining : nil
     }
 
     /// Whether entries were appended to `pack` that the index may not know yet. Collection judges a
