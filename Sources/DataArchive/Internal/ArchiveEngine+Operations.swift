@@ -146,10 +146,12 @@ extension ArchiveEngine {
     }
 
     /// Runs `operation` on `lane` after everything called before it there, blocking the caller until
-    /// it has run. On a worker thread (from a `ValueConverter` inside an operation) it runs at once,
-    /// since waiting there could wait for the caller itself.
+    /// it has run: on the calling thread when the lane is idle, else on a worker. On a worker thread
+    /// (from a `ValueConverter` inside an operation) it runs at once, since waiting there could wait
+    /// for the caller itself.
     func runAndWait<R: Sendable>(on lane: Lane, _ operation: @escaping @Sendable (ArchiveEngine) -> R) -> R {
         if operations.isCurrentThreadWorker { return operation(self) }
+        if let result = operations.runIfIdle(lane, { operation(self) }) { return result }
         let box = ResultBox<R>()
         let semaphore = DispatchSemaphore(value: 0)
         operations.submit(lane, .closure {
