@@ -110,7 +110,15 @@ extension ProjectStorage {
         // Once, not per use: `uuidString` costs about as much as decoding a hundred step IDs.
         let key = Keys.project(id)
         try store.write { transaction in
-            var project = try ProjectRecord(try projectRecord(id, in: transaction.record(forKey: key)))
+            let stored = try projectRecord(id, in: transaction.record(forKey: key))
+            guard !steps.isEmpty || !request.stepIDsToDelete.isEmpty else {
+                // The step list stays as it is: an undo or redo copies its bytes without decoding them.
+                var project = try ProjectRecordKeepingSteps(stored)
+                try ProjectStorage.finish(request, userData: userData, date: date, on: &project.fields, stepCount: project.stepCount)
+                try transaction.setRecord(project.record, forKey: key)
+                return
+            }
+            var project = try ProjectRecord(stored)
             let newIDs = steps.map { _ in UUID() }
             project.stepIDs.insert(contentsOf: newIDs, at: max(0, min(project.stepCursor, project.stepIDs.count)))
             var deleted: [UUID] = []
@@ -119,12 +127,7 @@ extension ProjectStorage {
                 deleted = project.stepIDs.filter { deleting.contains($0) }
                 project.stepIDs.removeAll { deleting.contains($0) }
             }
-            // Checked here in any case: the project may have changed since the check before storing
-            // blobs, and a request that stores nothing is checked only here.
-            try ProjectStorage.checkCursor(request.stepCursor ?? project.stepCursor, stepCount: project.stepIDs.count, projectID: id)
-            if let cursor = request.stepCursor { project.stepCursor = cursor }
-            if request.userData != nil { project.userData = userData }
-            project.modificationDate = date
+            try ProjectStorage.finish(request, userData: userData, date: date, on: &project, stepCount: project.stepIDs.count)
 
             try transaction.setRecord(project.record, forKey: key)
             for (stepID, step) in zip(newIDs, steps) {
@@ -134,6 +137,19 @@ extension ProjectStorage {
                 try transaction.removeRecord(forKey: Keys.step(stepID, of: id))
             }
         }
+    }
+
+    /// Sets the request's cursor, user data (its digest, `userData`) and `date` on `project`, whose
+    /// steps it has already inserted and deleted, leaving `stepCount` steps. The cursor is checked
+    /// here in any case: the project may have changed since the check before storing blobs, and a
+    /// request that stores nothing is checked only here.
+    private static func finish(
+        _ request: ProjectUpdateRequest, userData: Digest?, date: Date, on project: inout ProjectRecord, stepCount: Int
+    ) throws {
+        try checkCursor(request.stepCursor ?? project.stepCursor, stepCount: stepCount, projectID: request.projectID)
+        if let cursor = request.stepCursor { project.stepCursor = cursor }
+        if request.userData != nil { project.userData = userData }
+        project.modificationDate = date
     }
 
 }

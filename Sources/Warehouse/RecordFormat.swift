@@ -60,20 +60,23 @@ struct ProjectRecord: Hashable, Sendable {
 
     var record: Record {
         var writer = ByteWriter(capacity: 40 + bundleID.utf8.count + 16 * stepIDs.count)
-        writer.header(.project)
-        writer.date(creationDate)
-        writer.date(modificationDate)
-        writer.varint(UInt64(stepCursor))
-        writer.byte(userData == nil ? 0 : RecordFormat.hasUserData)
-        writer.string(bundleID)
+        writeFields(to: &writer)
         writer.varint(UInt64(stepIDs.count))
         writer.uuids(stepIDs)
-        return Record(value: writer.data, references: userData.map { [$0] } ?? [])
+        return Record(value: writer.data, references: references)
     }
 
     /// Decodes a project record; with `includingSteps: false` the step IDs are left empty and not read.
     init(_ record: Record, includingSteps: Bool = true) throws {
         var reader = ByteReader(record.value)
+        try self.init(fields: &reader, references: record.references)
+        guard includingSteps else { return }
+        stepIDs = try reader.uuids(count: try reader.count(elementSize: 16))
+        try reader.end()
+    }
+
+    /// Reads every field up to the step list (and leaves `stepIDs` empty).
+    fileprivate init(fields reader: inout ByteReader, references: [Digest]) throws {
         try reader.header(.project)
         creationDate = try reader.date()
         modificationDate = try reader.date()
@@ -81,15 +84,24 @@ struct ProjectRecord: Hashable, Sendable {
         let flags = try reader.byte()
         bundleID = try reader.string()
         let hasUserData = flags & RecordFormat.hasUserData != 0
-        guard record.references.count == (hasUserData ? 1 : 0) else {
-            throw RecordFormat.corrupted("a project record has \(record.references.count) references")
+        guard references.count == (hasUserData ? 1 : 0) else {
+            throw RecordFormat.corrupted("a project record has \(references.count) references")
         }
-        userData = hasUserData ? record.references[0] : nil
+        userData = hasUserData ? references[0] : nil
         stepIDs = []
-        guard includingSteps else { return }
-        stepIDs = try reader.uuids(count: try reader.count(elementSize: 16))
-        try reader.end()
     }
+
+    /// Writes every field up to the step list.
+    fileprivate func writeFields(to writer: inout ByteWriter) {
+        writer.header(.project)
+        writer.date(creationDate)
+        writer.date(modificationDate)
+        writer.varint(UInt64(stepCursor))
+        writer.byte(userData == nil ? 0 : RecordFormat.hasUserData)
+        writer.string(bundleID)
+    }
+
+    fileprivate var references: [Digest] { userData.map { [$0] } ?? [] }
 
     init(creationDate: Date, modificationDate: Date, stepCursor: Int, bundleID: String, userData: Digest?, stepIDs: [UUID]) {
         self.creationDate = creationDate
@@ -98,6 +110,32 @@ struct ProjectRecord: Hashable, Sendable {
         self.bundleID = bundleID
         self.userData = userData
         self.stepIDs = stepIDs
+    }
+}
+
+/// A project record whose step list is kept as stored: for the changes that leave the list alone
+/// (undo, redo, user data, dates), which then neither decode nor re-encode 16 bytes per step.
+struct ProjectRecordKeepingSteps {
+    /// Every field but the step IDs, which stay empty here.
+    var fields: ProjectRecord
+    /// How many step IDs the stored list holds.
+    let stepCount: Int
+    private let stepList: ArraySlice<UInt8>
+
+    init(_ record: Record) throws {
+        var reader = ByteReader(record.value)
+        fields = try ProjectRecord(fields: &reader, references: record.references)
+        stepCount = try reader.count(elementSize: 16)
+        stepList = try reader.raw(count: 16 * stepCount)
+        try reader.end()
+    }
+
+    var record: Record {
+        var writer = ByteWriter(capacity: 40 + fields.bundleID.utf8.count + stepList.count)
+        fields.writeFields(to: &writer)
+        writer.varint(UInt64(stepCount))
+        writer.raw(stepList)
+        return Record(value: writer.data, references: fields.references)
     }
 }
 
@@ -213,6 +251,8 @@ struct ByteWriter {
 
     mutating func byte(_ value: UInt8) { bytes.append(value) }
 
+    mutating func raw(_ values: ArraySlice<UInt8>) { bytes.append(contentsOf: values) }
+
     mutating func header(_ kind: RecordFormat.Kind) {
         bytes.append(RecordFormat.version)
         bytes.append(kind.rawValue)
@@ -286,6 +326,13 @@ struct ByteReader {
             if next & 0x80 == 0 { return value }
             shift += 7
         }
+    }
+
+    /// The next `count` bytes as stored.
+    mutating func raw(count: Int) throws -> ArraySlice<UInt8> {
+        guard count <= remaining else { throw RecordFormat.corrupted("truncated") }
+        defer { position += count }
+        return bytes[position ..< position + count]
     }
 
     /// A count of elements that must fit in what is left of the value.

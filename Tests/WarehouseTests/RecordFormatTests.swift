@@ -41,6 +41,32 @@ import Testing
         var truncated = project.record
         truncated.value = truncated.value.dropLast()
         #expect(throws: StoreError.self) { _ = try ProjectRecord(truncated) }
+        #expect(throws: StoreError.self) { _ = try ProjectRecordKeepingSteps(truncated) }
+    }
+
+    /// Undo, redo and date changes keep the stored step list: the same bytes as decoding every ID
+    /// and encoding them again.
+    @Test func changesKeepingTheStepListMatchAFullRewrite() throws {
+        let digest = Digest.sha256(Data("u".utf8))
+        var project = ProjectRecord(
+            creationDate: Date(timeIntervalSinceReferenceDate: 5), modificationDate: Date(timeIntervalSinceReferenceDate: 6),
+            stepCursor: 40, bundleID: "bundle", userData: digest, stepIDs: (0 ..< 300).map { _ in UUID() })
+        let stored = project.record
+        var kept = try ProjectRecordKeepingSteps(stored)
+        #expect(kept.stepCount == 300)
+        #expect(kept.fields.stepIDs.isEmpty)
+        #expect(kept.record == stored)
+        kept.fields.stepCursor = 39
+        kept.fields.userData = nil
+        kept.fields.modificationDate = Date(timeIntervalSinceReferenceDate: 7)
+        project.stepCursor = 39
+        project.userData = nil
+        project.modificationDate = Date(timeIntervalSinceReferenceDate: 7)
+        #expect(kept.record == project.record)
+        #expect(try ProjectRecord(kept.record) == project)
+        var trailing = stored
+        trailing.value.append(0)
+        #expect(throws: StoreError.self) { _ = try ProjectRecordKeepingSteps(trailing) }
     }
 
     @Test func stepAndAssetRecordsRoundTrip() throws {
