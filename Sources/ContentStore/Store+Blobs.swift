@@ -129,7 +129,16 @@ extension Store {
         return try withUnsafeTemporaryAllocation(byteCount: PackFormat.entryHeaderSize + Int(entry.storedLength), alignment: 16) { stored in
             try file.readExactly(into: stored, at: offset)
             return try PackReader.decodeEntry(UnsafeRawBufferPointer(stored), expected: expected, verify: verify ?? configuration.verifiesReads,
-                                              limits: configuration.limits, path: file.path, offset: offset)
+                                              limits: configuration.limits, path: file.path, offset: offset) { dictionaryOffset in
+                try dictionary(in: entry.location.pack, file: file, at: dictionaryOffset)
+            }
+        }
+    }
+
+    /// The dictionary at `offset` of a pack, from the cache or read and verified.
+    func dictionary(in pack: UInt32, file: File, at offset: UInt64) throws -> ChunkDictionary {
+        try dictionaries.dictionary(at: BlobLocation(pack: pack, offset: offset)) {
+            try ChunkDictionary.read(from: file, at: offset, limits: configuration.limits)
         }
     }
 

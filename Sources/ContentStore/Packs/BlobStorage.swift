@@ -15,6 +15,9 @@ protocol BlobStorage: AnyObject, Sendable {
     /// Appends an entry; durable after ``synchronize()``. The caller settles it (``settle(_:)``) once
     /// the index knows where it is.
     func append(header: [UInt8], payload: UnsafeRawBufferPointer, indexEntry: PackFormat.IndexEntry) throws -> BlobLocation
+    /// Appends an entry holding `frame`, compressed with `dictionary`, writing the dictionary into
+    /// the pack first if the pack lacks it; settled like any append.
+    func append(digest: Digest, rawLength: UInt32, frame: UnsafeRawBufferPointer, dictionary: ChunkDictionary, time: UInt32) throws -> BlobLocation
     /// Marks one append to `pack` as known to the index (or found redundant).
     func settle(_ pack: UInt32)
     /// Whether `pack` received appends the index may not know yet; collection leaves such a pack alone.

@@ -29,6 +29,8 @@ final class PackStore: Sendable {
         var index: [PackFormat.IndexEntry]
         /// Bytes before this were handed to write-back (``PackStore/writeBackStep``).
         var writeBackStart: UInt64
+        /// Offsets of the dictionaries written into this pack, by digest.
+        var dictionaries: [Digest: UInt64] = [:]
     }
 
     /// Appended bytes are handed to the kernel's write-back in steps of this size, outside the lock,
@@ -86,23 +88,64 @@ final class PackStore: Sendable {
 
     /// Appends one entry (header and payload) and returns where it landed.
     func append(header: [UInt8], payload: UnsafeRawBufferPointer, indexEntry: PackFormat.IndexEntry) throws -> BlobLocation {
+        try append(length: UInt64(header.count + payload.count), indexEntry: indexEntry) { active in
+            let offset = active.size
+            try active.file.write(header, at: offset)
+            try active.file.write(payload, at: offset + UInt64(header.count))
+            active.size += UInt64(header.count + payload.count)
+            return offset
+        }
+    }
+
+    /// Appends an entry whose payload is `frame`, compressed with `dictionary`: the dictionary's
+    /// entry first when the pack does not hold it yet, then the entry naming it.
+    func append(digest: Digest, rawLength: UInt32, frame: UnsafeRawBufferPointer, dictionary: ChunkDictionary, time: UInt32) throws -> BlobLocation {
+        let storedLength = PackFormat.dictionaryReferenceSize + frame.count
+        let indexEntry = PackFormat.IndexEntry(digest: digest, offset: 0, rawLength: rawLength, storedLength: UInt32(storedLength))
+        let longest = UInt64(dictionary.entry.count + PackFormat.entryHeaderSize + storedLength)
+        return try append(length: longest, indexEntry: indexEntry) { active in
+            let dictionaryOffset: UInt64
+            if let written = active.dictionaries[dictionary.digest] {
+                dictionaryOffset = written
+            } else {
+                dictionaryOffset = active.size
+                try active.file.write(dictionary.entry, at: dictionaryOffset)
+                active.size += UInt64(dictionary.entry.count)
+                active.dictionaries[dictionary.digest] = dictionaryOffset
+            }
+            let offset = active.size
+            let (header, prefix) = PackFormat.dictionaryCompressedEntry(digest: digest, rawLength: rawLength, dictionaryOffset: dictionaryOffset,
+                                                                        frame: frame, time: time)
+            try active.file.write(header, at: offset)
+            try active.file.write(prefix, at: offset + UInt64(header.count))
+            try active.file.write(frame, at: offset + UInt64(header.count + prefix.count))
+            active.size += UInt64(PackFormat.entryHeaderSize + storedLength)
+            return offset
+        }
+    }
+
+    /// Runs `write` on the active pack (one that has room for `length` bytes); it writes at
+    /// `active.size`, advances it past what it wrote and returns the offset of the entry
+    /// `indexEntry` describes.
+    private func append(length: UInt64, indexEntry: PackFormat.IndexEntry, _ write: (inout Active) throws -> UInt64) throws -> BlobLocation {
         let (location, writeBack) = try state.withLock { state -> (BlobLocation, (file: File, offset: UInt64, length: UInt64)?) in
             if let failure = state.failure { throw failure }
-            let length = UInt64(header.count + payload.count)
             var active = try activePack(&state, forAppending: length)
             // Taken out of the state so `active.index` is uniquely referenced and grows in place;
             // otherwise every append would copy the whole index.
             state.active = nil
-            defer { state.active = active }
-            try active.file.write(header, at: active.size)
-            try active.file.write(payload, at: active.size + UInt64(header.count))
-            let location = BlobLocation(pack: active.id, offset: active.size)
+            let start = active.size
+            defer {
+                // Also after a failed write: what was written before it (a dictionary) is accounted
+                // for, so it is synced or carried like any appended byte.
+                state.sizes[active.id] = active.size
+                if active.size > start, state.unsynced.updateValue(active.file, forKey: active.id) == nil { state.unlogged[active.id] = start }
+                state.active = active
+            }
+            let location = BlobLocation(pack: active.id, offset: try write(&active))
             var entry = indexEntry
-            entry.offset = active.size
+            entry.offset = location.offset
             active.index.append(entry)
-            active.size += length
-            state.sizes[active.id] = active.size
-            if state.unsynced.updateValue(active.file, forKey: active.id) == nil { state.unlogged[active.id] = location.offset }
             state.unsettled[active.id, default: 0] += 1
             guard active.size - active.writeBackStart >= PackStore.writeBackStep else { return (location, nil) }
             defer { active.writeBackStart = active.size }
