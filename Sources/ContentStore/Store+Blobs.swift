@@ -58,18 +58,40 @@ extension Store {
 
     /// Appends `bytes` to a pack, as `compressed` (their zstd frame) when there is one.
     func appendEntry(_ digest: Digest, bytes: UnsafeRawBufferPointer, compressed: [UInt8]?, manifest: Bool = false, time: UInt32) throws -> LogRecord.BlobPlacement {
-        try compressed.map { payload in
-            try payload.withUnsafeBytes { try append(digest, compressed: true, manifest: manifest, rawLength: bytes.count, payload: $0, time: time) }
-        } ?? append(digest, compressed: false, manifest: manifest, rawLength: bytes.count, payload: bytes, time: time)
+        try appendEntries([NewEntry(digest: digest, bytes: bytes, compressed: compressed, manifest: manifest)], time: time)[0]
     }
 
-    private func append(_ digest: Digest, compressed: Bool, manifest: Bool, rawLength: Int, payload: UnsafeRawBufferPointer, time: UInt32) throws -> LogRecord.BlobPlacement {
-        let header = PackFormat.entryHeader(digest: digest, compressed: compressed, manifest: manifest, rawLength: UInt32(rawLength), payload: payload, time: time)
-        let location = try packs.append(header: header, payload: payload, indexEntry: PackFormat.IndexEntry(
-            digest: digest, offset: 0, rawLength: UInt32(rawLength), storedLength: UInt32(payload.count)))
-        return LogRecord.BlobPlacement(
-            digest: digest, location: location, compressed: compressed,
-            rawLength: UInt32(rawLength), storedLength: UInt32(payload.count), time: time, manifest: manifest)
+    /// A blob to append: its bytes, and their zstd frame when compressing helped (made with
+    /// `dictionary` when there is one).
+    struct NewEntry {
+        var digest: Digest
+        var bytes: UnsafeRawBufferPointer
+        var compressed: [UInt8]?
+        var manifest = false
+        var dictionary: ChunkDictionary?
+    }
+
+    /// Appends blobs to the packs, in as few writes as the packs allow. The caller places the
+    /// results in the index, then settles their packs.
+    func appendEntries(_ entries: [NewEntry], time: UInt32) throws -> [LogRecord.BlobPlacement] {
+        let packEntries = entries.map { entry in
+            if let dictionary = entry.dictionary, let frame = entry.compressed {
+                return PackEntry(digest: entry.digest, rawLength: UInt32(entry.bytes.count), frame: .owned(frame), dictionary: dictionary, time: time)
+            }
+            let payload = entry.compressed.map(PackEntry.Payload.owned) ?? .borrowed(entry.bytes)
+            let header = payload.withUnsafeBytes {
+                PackFormat.entryHeader(digest: entry.digest, compressed: entry.compressed != nil, manifest: entry.manifest,
+                                       rawLength: UInt32(entry.bytes.count), payload: $0, time: time)
+            }
+            return PackEntry(header: header, payload: payload, indexEntry: PackFormat.IndexEntry(
+                digest: entry.digest, offset: 0, rawLength: UInt32(entry.bytes.count), storedLength: UInt32(payload.count)))
+        }
+        let locations = try packs.append(packEntries)
+        return zip(packEntries, zip(entries, locations)).map { packEntry, placed in
+            LogRecord.BlobPlacement(
+                digest: placed.0.digest, location: placed.1, compressed: placed.0.compressed != nil,
+                rawLength: packEntry.indexEntry.rawLength, storedLength: packEntry.indexEntry.storedLength, time: time, manifest: placed.0.manifest)
+        }
     }
 
     /// The bytes of the blob with `digest`. Recently got blobs come from the read cache

@@ -133,20 +133,11 @@ extension Store {
         try batch.withUnsafeBytes { raw in
             let pieces = absent.map { UnsafeRawBufferPointer(rebasing: raw[chunks[$0].range]) }
             let (compressed, dictionary) = compressChunks(pieces, time: time)
-            for (index, payload) in zip(absent, compressed) {
-                let chunk = chunks[index]
-                let bytes = UnsafeRawBufferPointer(rebasing: raw[chunk.range])
-                if let payload, payload.usesDictionary, let dictionary {
-                    let location = try payload.frame.withUnsafeBytes {
-                        try packs.append(digest: chunk.digest, rawLength: UInt32(bytes.count), frame: $0, dictionary: dictionary, time: time)
-                    }
-                    placements.append(LogRecord.BlobPlacement(
-                        digest: chunk.digest, location: location, compressed: true, rawLength: UInt32(bytes.count),
-                        storedLength: UInt32(PackFormat.dictionaryReferenceSize + payload.frame.count), time: time))
-                } else {
-                    placements.append(try appendEntry(chunk.digest, bytes: bytes, compressed: payload?.frame, time: time))
-                }
+            let entries = zip(absent, zip(pieces, compressed)).map { index, piece in
+                NewEntry(digest: chunks[index].digest, bytes: piece.0, compressed: piece.1?.frame,
+                         dictionary: piece.1?.usesDictionary == true ? dictionary : nil)
             }
+            placements = try appendEntries(entries, time: time)
         }
         try core.withLock { core in
             guard core.isOpen else { throw Store.closedError }

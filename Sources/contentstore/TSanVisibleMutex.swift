@@ -1,24 +1,7 @@
 #if CONTENTSTORE_TSAN
-import Synchronization
+import ContentStore
 
-/// ThreadSanitizer does not see the synchronization of `Synchronization.Mutex` on Linux (its
-/// contended paths run in the uninstrumented Synchronization library), so it reports races on the
-/// very state the lock protects. In ThreadSanitizer builds (`-Xswiftc -DCONTENTSTORE_TSAN`, as
-/// `make sanitize` builds) this type shadows it within the module: the same lock, plus an atomic
-/// each holder reads with acquire ordering after locking and writes with release ordering before
-/// unlocking, an edge ThreadSanitizer does see. Other builds use `Synchronization.Mutex` directly.
-struct Mutex<Value: ~Copyable>: ~Copyable, @unchecked Sendable {
-    private let base: Synchronization.Mutex<Value>
-    private let edge = Atomic<UInt>(0)
-
-    init(_ initialValue: consuming sending Value) { base = Synchronization.Mutex(initialValue) }
-
-    borrowing func withLock<Result: ~Copyable, E: Error>(_ body: (inout sending Value) throws(E) -> sending Result) throws(E) -> sending Result {
-        try base.withLock { (value: inout sending Value) throws(E) -> sending Result in
-            _ = edge.load(ordering: .acquiring)
-            defer { edge.wrappingAdd(1, ordering: .releasing) }
-            return try body(&value)
-        }
-    }
-}
+/// ThreadSanitizer cannot see `Synchronization.Mutex`'s synchronization on Linux: in its builds this
+/// module's `Mutex` is ContentStore's ThreadSanitizer-visible lock (see `TSanVisibleMutex`).
+typealias Mutex = TSanVisibleMutex
 #endif

@@ -3,17 +3,6 @@ import Testing
 @testable import ContentStore
 
 /// Deterministic, so a failing seed reproduces.
-private struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// Mixes ASCII and non-ASCII keys so ordering is exercised beyond plain bytes.
 private func key(_ n: Int) -> String {
     switch n % 3 {
@@ -86,7 +75,7 @@ struct SortedMapTests {
     /// several levels and the drain takes it back down through borrows and merges.
     @Test(arguments: zip([500, 1_000_000], [1, 2] as [UInt64]))
     func matchesDictionaryModel(keySpace: Int, seed: UInt64) {
-        var rng = SplitMix64(state: seed)
+        var rng = SplitMix64(seed: seed)
         var map = SortedMap<String, Int>()
         var model: [String: Int] = [:]
         var inserted: [String] = []
@@ -140,7 +129,7 @@ struct SortedMapTests {
     /// other copies change afterwards.
     @Test(arguments: [3, 4] as [UInt64])
     func snapshotsAreIndependent(seed: UInt64) {
-        var rng = SplitMix64(state: seed)
+        var rng = SplitMix64(seed: seed)
         var map = SortedMap<String, Int>()
         var model: [String: Int] = [:]
         var snapshots: [(map: SortedMap<String, Int>, model: [String: Int])] = []
@@ -220,7 +209,7 @@ struct SortedMapTests {
 
     @Test(arguments: [5, 6] as [UInt64])
     func removeEverythingThenRefill(seed: UInt64) {
-        var rng = SplitMix64(state: seed)
+        var rng = SplitMix64(seed: seed)
         var map = SortedMap<String, Int>()
         let keys = (0..<20_000).map(key).shuffled(using: &rng)
         for round in 0..<2 {
@@ -354,7 +343,7 @@ struct SortedMapTests {
     }
 
     @Test func keysWithPrefixMatchesFilterOnALargeMap() {
-        var rng = SplitMix64(state: 7)
+        var rng = SplitMix64(seed: 7)
         var map = SortedMap<String, Int>()
         var all: [String] = []
         for n in 0..<10_000 {

@@ -7,16 +7,7 @@ import ContentStore
 import Foundation
 import Synchronization
 
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+extension SplitMix64 {
     mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
 
     mutating func bytes(_ count: Int, compressible: Bool) -> Data {
@@ -87,7 +78,7 @@ func value(txid: String, key: String, padding: Int) -> Data {
 
 func work(thread: Int, store: Store, options: Options) {
     let run = options.run
-    var random = SplitMix64(state: options.seed &* 1_000_003 &+ UInt64(thread) &* 7919 &+ UInt64(run))
+    var random = SplitMix64(seed: options.seed &* 1_000_003 &+ UInt64(thread) &* 7919 &+ UInt64(run))
     let prefix = "t\(thread)/"
     // This thread's records as committed: its keys are its own, so this view is exact. Blobs they
     // reference have a count above zero and cannot be collected, so they are safe to reference again.

@@ -1,3 +1,4 @@
+import ContentStore
 import Foundation
 import Testing
 @testable import ContentStore
@@ -19,19 +20,10 @@ final class ScratchDirectory {
     deinit { try? FileManager.default.removeItem(at: url) }
 }
 
-/// SplitMix64, so failures reproduce from the seed.
-struct TestRandom: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
+/// ContentStore's SplitMix64, so failures reproduce from the seed.
+typealias TestRandom = SplitMix64
 
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+extension SplitMix64 {
     mutating func bytes(_ count: Int) -> Data {
         Data((0 ..< count).map { _ in UInt8(truncatingIfNeeded: next()) })
     }

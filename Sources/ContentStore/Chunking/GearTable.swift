@@ -1,26 +1,3 @@
-/// SplitMix64 (Steele, Lea & Flood, "Fast Splittable Pseudorandom Number Generators", OOPSLA 2014;
-/// the constants are those of Vigna's reference `splitmix64.c`).
-///
-/// The chunker uses it for one thing: generating the gear table from a fixed seed, so the table is
-/// reproducible from a few lines of code in any language instead of being an opaque literal. Tests
-/// also use it to generate deterministic inputs. Changing anything here changes every chunk
-/// boundary ever computed, so stored data would stop deduplicating against new data.
-struct SplitMix64: Sendable {
-    private(set) var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z &>> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z &>> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z &>> 31)
-    }
-}
-
 /// The 256-entry gear table of the FastCDC rolling hash: one pseudo-random 64-bit value per byte value.
 ///
 /// Origin: entry `i` is the `i+1`-th output of ``SplitMix64`` seeded with

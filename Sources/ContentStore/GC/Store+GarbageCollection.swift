@@ -86,11 +86,12 @@ extension Store {
         var droppedBytes: [UInt32: UInt64] = [:]
         var lastLSN: UInt64?
         var releasedChildren = false
+        var pretendedDrops: [PretendedDrop] = []
         progress?(MaintenanceProgress(phase: .droppingBlobs, completed: 0, total: candidates.count))
         for start in stride(from: 0, to: candidates.count, by: Store.collectionBatchSize) {
             let batch = Array(candidates[start ..< min(start + Store.collectionBatchSize, candidates.count)])
             let children = childrenOfManifestNodes(among: batch)
-            let (chosen, lsn) = try core.withLock { core -> ([BlobEntry], UInt64?) in
+            let (chosen, lsn) = try core.withLock { core -> ([(digest: Digest, entry: BlobEntry)], UInt64?) in
                 guard core.isOpen else { throw Store.closedError }
                 // Decided under the lock commits and puts take: nothing can reference or freshen a blob
                 // between this check and its removal from the index.
@@ -100,7 +101,7 @@ extension Store {
                 }
                 var digests: [Digest] = []
                 var manifests: [LogRecord.ManifestDrop] = []
-                var entries: [BlobEntry] = []
+                var entries: [(digest: Digest, entry: BlobEntry)] = []
                 for digest in batch {
                     guard let entry = core.state.blobs[digest], entry.refCount == 0,
                           Store.hasExpired(zeroSince: entry.zeroSince, now: now, grace: grace),
@@ -114,7 +115,7 @@ extension Store {
                     } else {
                         digests.append(digest)
                     }
-                    entries.append(entry)
+                    entries.append((digest, entry))
                 }
                 guard !dryRun, !entries.isEmpty else { return (entries, nil) }
                 var lsn: UInt64 = 0
@@ -131,11 +132,14 @@ extension Store {
             }
             if let lsn { lastLSN = lsn }
             report.blobsRemoved += chosen.count
-            for entry in chosen {
+            for (_, entry) in chosen {
                 report.bytesFreed += entry.entryLength
                 report.logicalBytesFreed += entry.contentLength
                 droppedBytes[entry.location.pack, default: 0] += entry.entryLength
                 releasedChildren = releasedChildren || entry.isManifest
+            }
+            if dryRun {
+                pretendedDrops += chosen.compactMap { digest, entry in children[digest].map { PretendedDrop(zeroSince: entry.zeroSince, children: $0) } }
             }
             progress?(MaintenanceProgress(phase: .droppingBlobs, completed: start + batch.count, total: candidates.count))
         }
@@ -143,8 +147,12 @@ extension Store {
         if let lastLSN { try wal.flush(upTo: lastLSN, synchronously: true) }
         // Dropped manifest nodes released their children: those no other reference holds are garbage
         // of the same age (StoreState.drop(manifests:)), collected by another pass, one per tree level.
-        if releasedChildren && !dryRun {
-            let deeper = try dropExpiredBlobs(grace: grace, dryRun: dryRun, report: &report, progress: progress)
+        if releasedChildren {
+            // A dry run drops nothing, so no further pass would find the children unreferenced: it
+            // works out what those passes would drop instead.
+            let deeper = dryRun
+                ? try pretendCascade(from: pretendedDrops, grace: grace, report: &report)
+                : try dropExpiredBlobs(grace: grace, dryRun: dryRun, report: &report, progress: progress)
             droppedBytes.merge(deeper, uniquingKeysWith: +)
         }
         return droppedBytes

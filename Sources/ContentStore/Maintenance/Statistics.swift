@@ -21,9 +21,13 @@ public struct Statistics: Codable, Sendable, Hashable {
     public var packCount: Int
     /// Bytes of pack entries that belong to held blobs (headers included).
     public var liveStoredBytes: UInt64
-    /// Blobs no record references: garbage once their grace period has passed.
+    /// Blobs no record references: garbage once their grace period has passed. An unreferenced
+    /// chunked blob counts as its root node only: its chunks stay referenced by its nodes until
+    /// collection drops them level by level (`collectGarbage` with `dryRun` reports the whole
+    /// cascade, at the cost of reading the nodes; these figures read nothing).
     public var unreferencedBlobCount: Int
-    /// Uncompressed bytes of the unreferenced blobs.
+    /// Uncompressed bytes of the unreferenced blobs (a chunked blob's root adds none, see
+    /// ``unreferencedBlobCount``).
     public var unreferencedLogicalBytes: UInt64
     /// Uncompressed bytes the records reference, counting a blob once per reference: what the
     /// records would occupy without deduplication.

@@ -12,12 +12,11 @@ protocol BlobStorage: AnyObject, Sendable {
     func size(of pack: UInt32) -> UInt64?
     /// A name for messages (a path for local packs).
     func path(of pack: UInt32) -> String
-    /// Appends an entry; durable after ``synchronize()``. The caller settles it (``settle(_:)``) once
-    /// the index knows where it is.
-    func append(header: [UInt8], payload: UnsafeRawBufferPointer, indexEntry: PackFormat.IndexEntry) throws -> BlobLocation
-    /// Appends an entry holding `frame`, compressed with `dictionary`, writing the dictionary into
-    /// the pack first if the pack lacks it; settled like any append.
-    func append(digest: Digest, rawLength: UInt32, frame: UnsafeRawBufferPointer, dictionary: ChunkDictionary, time: UInt32) throws -> BlobLocation
+    /// Appends entries in order and returns where each landed; durable after ``synchronize()``. An
+    /// entry that uses a dictionary gets the dictionary written before it when its pack lacks it. The
+    /// caller settles each (``settle(_:)``) once the index knows where it is; when this throws, none
+    /// needs settling.
+    func append(_ entries: [PackEntry]) throws -> [BlobLocation]
     /// Marks one append to `pack` as known to the index (or found redundant).
     func settle(_ pack: UInt32)
     /// Whether `pack` received appends the index may not know yet; collection leaves such a pack alone.
@@ -34,6 +33,18 @@ protocol BlobStorage: AnyObject, Sendable {
     /// Deletes a pack whose live entries are gone or moved (durable once the caller syncs the directory).
     func remove(_ pack: UInt32) throws
     func close()
+}
+
+extension BlobStorage {
+    /// Appends one entry (see ``append(_:)``).
+    func append(header: [UInt8], payload: UnsafeRawBufferPointer, indexEntry: PackFormat.IndexEntry) throws -> BlobLocation {
+        try append([PackEntry(header: header, payload: .borrowed(payload), indexEntry: indexEntry)])[0]
+    }
+
+    /// Appends one entry holding `frame`, compressed with `dictionary` (see ``PackEntry/DictionaryUse``).
+    func append(digest: Digest, rawLength: UInt32, frame: UnsafeRawBufferPointer, dictionary: ChunkDictionary, time: UInt32) throws -> BlobLocation {
+        try append([PackEntry(digest: digest, rawLength: rawLength, frame: .borrowed(frame), dictionary: dictionary, time: time)])[0]
+    }
 }
 
 /// What makes the packs' appends durable along with a WAL batch (``BlobStorage/prepareCommit(loggingUpTo:)``).

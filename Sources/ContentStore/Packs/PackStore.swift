@@ -86,82 +86,123 @@ final class PackStore: Sendable {
     func file(_ pack: UInt32) -> File? { state.withLock { $0.files[pack] } }
     func path(of pack: UInt32) -> String { directory + "/" + PackFormat.fileName(pack) }
 
-    /// Appends one entry (header and payload) and returns where it landed.
-    func append(header: [UInt8], payload: UnsafeRawBufferPointer, indexEntry: PackFormat.IndexEntry) throws -> BlobLocation {
-        try append(length: UInt64(header.count + payload.count), indexEntry: indexEntry) { active in
-            let offset = active.size
-            try active.file.write(header, at: offset)
-            try active.file.write(payload, at: offset + UInt64(header.count))
-            active.size += UInt64(header.count + payload.count)
-            return offset
-        }
-    }
-
-    /// Appends an entry whose payload is `frame`, compressed with `dictionary`: the dictionary's
-    /// entry first when the pack does not hold it yet, then the entry naming it.
-    func append(digest: Digest, rawLength: UInt32, frame: UnsafeRawBufferPointer, dictionary: ChunkDictionary, time: UInt32) throws -> BlobLocation {
-        let storedLength = PackFormat.dictionaryReferenceSize + frame.count
-        let indexEntry = PackFormat.IndexEntry(digest: digest, offset: 0, rawLength: rawLength, storedLength: UInt32(storedLength))
-        let longest = UInt64(dictionary.entry.count + PackFormat.entryHeaderSize + storedLength)
-        return try append(length: longest, indexEntry: indexEntry) { active in
-            let dictionaryOffset: UInt64
-            if let written = active.dictionaries[dictionary.digest] {
-                dictionaryOffset = written
-            } else {
-                dictionaryOffset = active.size
-                try active.file.write(dictionary.entry, at: dictionaryOffset)
-                active.size += UInt64(dictionary.entry.count)
-                active.dictionaries[dictionary.digest] = dictionaryOffset
-            }
-            let offset = active.size
-            let (header, prefix) = PackFormat.dictionaryCompressedEntry(digest: digest, rawLength: rawLength, dictionaryOffset: dictionaryOffset,
-                                                                        frame: frame, time: time)
-            try active.file.write(header, at: offset)
-            try active.file.write(prefix, at: offset + UInt64(header.count))
-            try active.file.write(frame, at: offset + UInt64(header.count + prefix.count))
-            active.size += UInt64(PackFormat.entryHeaderSize + storedLength)
-            return offset
-        }
-    }
-
-    /// Runs `write` on the active pack (one that has room for `length` bytes); it writes at
-    /// `active.size`, advances it past what it wrote and returns the offset of the entry
-    /// `indexEntry` describes.
-    private func append(length: UInt64, indexEntry: PackFormat.IndexEntry, _ write: (inout Active) throws -> UInt64) throws -> BlobLocation {
-        let (location, writeBack) = try state.withLock { state -> (BlobLocation, (file: File, offset: UInt64, length: UInt64)?) in
+    /// Appends entries in order and returns where each landed. The entries that go into one pack are
+    /// written with one `pwrite` (a chunked put appends thousands of small entries: two system calls
+    /// each cost more than copying them together); a lone entry is written in place, uncopied.
+    func append(_ entries: [PackEntry]) throws -> [BlobLocation] {
+        var writeBacks: [(file: File, offset: UInt64, length: UInt64)] = []
+        let locations = try state.withLock { state -> [BlobLocation] in
             if let failure = state.failure { throw failure }
-            var active = try activePack(&state, forAppending: length)
+            var locations: [BlobLocation] = []
+            locations.reserveCapacity(entries.count)
+            do {
+                try appendGroups(entries, &locations, &writeBacks, &state)
+            } catch {
+                // The caller gets no locations to settle: the entries already written are dead space.
+                for location in locations { Self.settle(location.pack, &state) }
+                throw error
+            }
+            return locations
+        }
+        for writeBack in writeBacks { writeBack.file.startWriteBack(offset: writeBack.offset, length: writeBack.length) }
+        return locations
+    }
+
+    private func appendGroups(_ entries: [PackEntry], _ locations: inout [BlobLocation],
+                              _ writeBacks: inout [(file: File, offset: UInt64, length: UInt64)], _ state: inout State) throws {
+        while locations.count < entries.count {
+            var active = try activePack(&state, forAppending: entries[locations.count].length)
             // Taken out of the state so `active.index` is uniquely referenced and grows in place;
             // otherwise every append would copy the whole index.
             state.active = nil
-            let start = active.size
-            defer {
-                // Also after a failed write: what was written before it (a dictionary) is accounted
-                // for, so it is synced or carried like any appended byte.
-                state.sizes[active.id] = active.size
-                if active.size > start, state.unsynced.updateValue(active.file, forKey: active.id) == nil { state.unlogged[active.id] = start }
-                state.active = active
+            defer { state.active = active }
+            let group = Self.group(entries[locations.count...], fitting: active, sizeTarget: sizeTarget)
+            let first = active.size
+            for (entry, offset) in zip(group, try Self.write(group, to: &active)) {
+                var indexEntry = entry.indexEntry
+                indexEntry.offset = offset
+                active.index.append(indexEntry)
+                locations.append(BlobLocation(pack: active.id, offset: offset))
             }
-            let location = BlobLocation(pack: active.id, offset: try write(&active))
-            var entry = indexEntry
-            entry.offset = location.offset
-            active.index.append(entry)
-            state.unsettled[active.id, default: 0] += 1
-            guard active.size - active.writeBackStart >= PackStore.writeBackStep else { return (location, nil) }
-            defer { active.writeBackStart = active.size }
-            return (location, (active.file, active.writeBackStart, active.size - active.writeBackStart))
+            state.sizes[active.id] = active.size
+            if state.unsynced.updateValue(active.file, forKey: active.id) == nil { state.unlogged[active.id] = first }
+            state.unsettled[active.id, default: 0] += group.count
+            if active.size - active.writeBackStart >= PackStore.writeBackStep {
+                writeBacks.append((active.file, active.writeBackStart, active.size - active.writeBackStart))
+                active.writeBackStart = active.size
+            }
         }
-        if let writeBack { writeBack.file.startWriteBack(offset: writeBack.offset, length: writeBack.length) }
-        return location
+    }
+
+    /// The leading entries that fit in `active` (at least one: an empty pack takes any entry), with
+    /// the dictionaries they need that the pack lacks.
+    private static func group(_ entries: ArraySlice<PackEntry>, fitting active: Active, sizeTarget: UInt64) -> ArraySlice<PackEntry> {
+        var added = Set<Digest>()
+        func length(_ entry: PackEntry) -> UInt64 {
+            guard let dictionary = entry.dictionaryUse?.dictionary, active.dictionaries[dictionary.digest] == nil,
+                  !added.contains(dictionary.digest)
+            else { return entry.length }
+            return entry.length + UInt64(dictionary.entry.count)
+        }
+        func take(_ entry: PackEntry) {
+            if let dictionary = entry.dictionaryUse?.dictionary { added.insert(dictionary.digest) }
+        }
+        var end = entries.startIndex + 1
+        var size = active.size + length(entries[entries.startIndex])
+        take(entries[entries.startIndex])
+        while end < entries.endIndex, size + length(entries[end]) <= sizeTarget {
+            size += length(entries[end])
+            take(entries[end])
+            end += 1
+        }
+        return entries[..<end]
+    }
+
+    /// Writes `group` at the end of `active`, each dictionary an entry uses before it when the pack
+    /// lacks it, and returns the entries' offsets. `active` learns of the dictionaries only once
+    /// they are written.
+    private static func write(_ group: ArraySlice<PackEntry>, to active: inout Active) throws -> [UInt64] {
+        let start = active.size
+        if group.count == 1, let entry = group.first, entry.dictionaryUse == nil {
+            try active.file.write(entry.header, at: start)
+            try entry.payload.withUnsafeBytes { try active.file.write($0, at: start + UInt64(entry.header.count)) }
+            active.size += entry.length
+            return [start]
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Int(group.reduce(0) { $0 + $1.length }))
+        var added: [Digest: UInt64] = [:]
+        var offsets: [UInt64] = []
+        for entry in group {
+            var dictionaryOffset: UInt64 = 0
+            if let dictionary = entry.dictionaryUse?.dictionary {
+                if let written = active.dictionaries[dictionary.digest] ?? added[dictionary.digest] {
+                    dictionaryOffset = written
+                } else {
+                    dictionaryOffset = start + UInt64(bytes.count)
+                    added[dictionary.digest] = dictionaryOffset
+                    bytes.append(contentsOf: dictionary.entry)
+                }
+            }
+            offsets.append(start + UInt64(bytes.count))
+            bytes.append(contentsOf: entry.encodedHeader(dictionaryOffset: dictionaryOffset))
+            entry.payload.withUnsafeBytes { bytes.append(contentsOf: $0) }
+        }
+        try active.file.write(bytes, at: start)
+        active.size += UInt64(bytes.count)
+        active.dictionaries.merge(added) { written, _ in written }
+        return offsets
     }
 
     /// Tells the store that an entry ``append(header:payload:indexEntry:)`` wrote is now in the
     /// index (or was found redundant). Every append must be settled exactly once.
     func settle(_ pack: UInt32) {
-        state.withLock { state in
-            let remaining = state.unsettled[pack, default: 1] - 1
-            state.unsettled[pack] = remaining > 0 ? remaining : nil
-        }
+        state.withLock { Self.settle(pack, &$0) }
+    }
+
+    private static func settle(_ pack: UInt32, _ state: inout State) {
+        let remaining = state.unsettled[pack, default: 1] - 1
+        state.unsettled[pack] = remaining > 0 ? remaining : nil
     }
 
     /// Whether entries were appended to `pack` that the index may not know yet. Collection judges a

@@ -1,18 +1,10 @@
+import ContentStore
 import Foundation
 
-/// SplitMix64: the same sequence everywhere, so the demo's corpus is the same on every run.
-struct DemoRandom: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
+/// ContentStore's SplitMix64: the same sequence everywhere, so the demo's corpus is the same on every run.
+typealias DemoRandom = SplitMix64
 
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+extension SplitMix64 {
     /// A size between `lower` and `upper`, spread evenly on a log scale (many small, some large).
     mutating func logUniform(_ lower: Int, _ upper: Int) -> Int {
         let low = log(Double(lower)), high = log(Double(upper))
