@@ -37,6 +37,9 @@ final class PackStore: Sendable {
     /// so the sync that makes them durable (a commit's, or sealing's) finds most of them on their way
     /// to the disk instead of starting all of the writing then, with every committer waiting.
     static let writeBackStep: UInt64 = 1 << 20
+    /// A lone entry larger than this is written in place, header and payload separately; smaller
+    /// ones are copied together, since a system call costs more than copying a few KiB.
+    static let largeEntry: UInt64 = 64 << 10
 
     private struct State {
         var files: [UInt32: File] = [:]
@@ -88,7 +91,7 @@ final class PackStore: Sendable {
 
     /// Appends entries in order and returns where each landed. The entries that go into one pack are
     /// written with one `pwrite` (a chunked put appends thousands of small entries: two system calls
-    /// each cost more than copying them together); a lone entry is written in place, uncopied.
+    /// each cost more than copying them together); a lone large entry is written in place, uncopied (``largeEntry``).
     func append(_ entries: [PackEntry]) throws -> [BlobLocation] {
         var writeBacks: [(file: File, offset: UInt64, length: UInt64)] = []
         let locations = try state.withLock { state -> [BlobLocation] in
@@ -163,7 +166,7 @@ final class PackStore: Sendable {
     /// they are written.
     private static func write(_ group: ArraySlice<PackEntry>, to active: inout Active) throws -> [UInt64] {
         let start = active.size
-        if group.count == 1, let entry = group.first, entry.dictionaryUse == nil {
+        if group.count == 1, let entry = group.first, entry.dictionaryUse == nil, entry.length > PackStore.largeEntry {
             try active.file.write(entry.header, at: start)
             try entry.payload.withUnsafeBytes { try active.file.write($0, at: start + UInt64(entry.header.count)) }
             active.size += entry.length
