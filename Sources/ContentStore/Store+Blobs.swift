@@ -61,18 +61,23 @@ extension Store {
         try appendEntries([NewEntry(digest: digest, bytes: bytes, compressed: compressed, manifest: manifest)], time: time)[0]
     }
 
-    /// A blob to append: its bytes, and their zstd frame when compressing helped.
+    /// A blob to append: its bytes, and their zstd frame when compressing helped (made with
+    /// `dictionary` when there is one).
     struct NewEntry {
         var digest: Digest
         var bytes: UnsafeRawBufferPointer
         var compressed: [UInt8]?
         var manifest = false
+        var dictionary: ChunkDictionary?
     }
 
     /// Appends blobs to the packs, in as few writes as the packs allow. The caller places the
     /// results in the index, then settles their packs.
     func appendEntries(_ entries: [NewEntry], time: UInt32) throws -> [LogRecord.BlobPlacement] {
         let packEntries = entries.map { entry in
+            if let dictionary = entry.dictionary, let frame = entry.compressed {
+                return PackEntry(digest: entry.digest, rawLength: UInt32(entry.bytes.count), frame: .owned(frame), dictionary: dictionary, time: time)
+            }
             let payload = entry.compressed.map(PackEntry.Payload.owned) ?? .borrowed(entry.bytes)
             let header = payload.withUnsafeBytes {
                 PackFormat.entryHeader(digest: entry.digest, compressed: entry.compressed != nil, manifest: entry.manifest,
@@ -82,11 +87,10 @@ extension Store {
                 digest: entry.digest, offset: 0, rawLength: UInt32(entry.bytes.count), storedLength: UInt32(payload.count)))
         }
         let locations = try packs.append(packEntries)
-        return zip(entries, locations).map { entry, location in
+        return zip(packEntries, zip(entries, locations)).map { packEntry, placed in
             LogRecord.BlobPlacement(
-                digest: entry.digest, location: location, compressed: entry.compressed != nil,
-                rawLength: UInt32(entry.bytes.count), storedLength: UInt32(entry.compressed?.count ?? entry.bytes.count),
-                time: time, manifest: entry.manifest)
+                digest: placed.0.digest, location: placed.1, compressed: placed.0.compressed != nil,
+                rawLength: packEntry.indexEntry.rawLength, storedLength: packEntry.indexEntry.storedLength, time: time, manifest: placed.0.manifest)
         }
     }
 
@@ -147,7 +151,16 @@ extension Store {
         return try withUnsafeTemporaryAllocation(byteCount: PackFormat.entryHeaderSize + Int(entry.storedLength), alignment: 16) { stored in
             try file.readExactly(into: stored, at: offset)
             return try PackReader.decodeEntry(UnsafeRawBufferPointer(stored), expected: expected, verify: verify ?? configuration.verifiesReads,
-                                              limits: configuration.limits, path: file.path, offset: offset)
+                                              limits: configuration.limits, path: file.path, offset: offset) { dictionaryOffset in
+                try dictionary(in: entry.location.pack, file: file, at: dictionaryOffset)
+            }
+        }
+    }
+
+    /// The dictionary at `offset` of a pack, from the cache or read and verified.
+    func dictionary(in pack: UInt32, file: File, at offset: UInt64) throws -> ChunkDictionary {
+        try dictionaries.dictionary(at: BlobLocation(pack: pack, offset: offset)) {
+            try ChunkDictionary.read(from: file, at: offset, limits: configuration.limits)
         }
     }
 

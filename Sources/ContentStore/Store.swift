@@ -25,6 +25,8 @@ public final class Store: Sendable {
     let snapshots = SnapshotRegistry()
     /// Blobs `get` returned recently (``Configuration/readCacheSize``).
     let cache: BlobCache
+    /// The dictionary chunks are compressed with, and dictionaries read back from packs.
+    let dictionaries = ChunkDictionaries()
     private let lockFile: Mutex<File?>
 
     struct Core {

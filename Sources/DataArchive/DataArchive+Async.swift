@@ -22,13 +22,13 @@ extension DataArchive {
 
     /// The key's current value; nil when the key has no value.
     public func data(forKey key: String) async throws -> Data? {
-        try await engine.run(on: .key(key)) { try $0.current(forKey: key) }
+        try await engine.read(on: .key(key)) { try $0.current(forKey: key) }
     }
 
     /// Every version from one snapshot: the current value, then the archives newest → oldest; empty
     /// when the key has no value.
     public func allVersions(forKey key: String) async throws -> [Data] {
-        try await engine.run(on: .key(key)) { engine in
+        try await engine.read(on: .key(key)) { engine in
             guard let read = engine.allVersions(forKey: key) else { return [] }
             if let error = read.error { throw error }
             return read.versions

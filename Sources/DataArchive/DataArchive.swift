@@ -111,7 +111,7 @@ public final class DataArchive: Sendable {
     /// The key's current value: `(data, .success)`, `(nil, .success)` when the key has no value, or
     /// `(nil, .storeFailure)`. Never creates the key.
     public func get(key: String, completionHandler: @escaping @Sendable (Data?, DataArchiveResult) -> Void) {
-        engine.perform(on: .key(key), { engine in
+        engine.read(on: .key(key), { engine in
             Result { try engine.current(forKey: key) }
         }, deliver: { result in
             switch result {
@@ -128,7 +128,7 @@ public final class DataArchive: Sendable {
         let engine = engine
         let typeName = String(describing: T.self)
         let decode = Handover<T>.decoder
-        engine.perform(on: .key(key), { engine in
+        engine.read(on: .key(key), { engine in
             Result { try engine.current(forKey: key) }
         }, deliver: { result in
             switch result {
@@ -151,7 +151,7 @@ public final class DataArchive: Sendable {
     /// before it and `.storeFailure`. Never creates the key.
     public func getAll(key: String, completionHandler: @escaping @Sendable ([Data], DataArchiveResult) -> Void) {
         let engine = engine
-        engine.perform(on: .key(key), { engine in
+        engine.read(on: .key(key), { engine in
             engine.allVersions(forKey: key)
         }, deliver: { read in
             guard let read else {
@@ -170,7 +170,7 @@ public final class DataArchive: Sendable {
         let engine = engine
         let typeName = String(describing: T.self)
         let decode = Handover<T>.decoder
-        engine.perform(on: .key(key), { engine in
+        engine.read(on: .key(key), { engine in
             engine.allVersions(forKey: key)
         }, deliver: { read in
             guard let read else {

@@ -24,12 +24,16 @@ extension ProjectStorage {
     public func update(_ request: ProjectUpdateRequest) throws {
         let id = request.projectID
         try writing(id) {
-            // Everything that can be checked without storing anything is checked first.
+            // Everything that can be checked without storing anything is checked first. A request
+            // that stores nothing (an undo, a redo) is checked only in the transaction, which reads
+            // the project anyway.
             for content in request.stepsContentToAdd {
                 for name in content.assets.keys { try AssetName.validate(name, projectID: id) }
             }
-            let current = try ProjectRecord(try projectRecord(id, in: store.record(forKey: Keys.project(id))))
-            try validateCursor(of: request, against: current)
+            if !request.stepsContentToAdd.isEmpty || !(request.userData?.isEmpty ?? true) {
+                let current = try ProjectRecord(try projectRecord(id, in: store.record(forKey: Keys.project(id))))
+                try validateCursor(of: request, against: current)
+            }
             let steps = try request.stepsContentToAdd.map { try gather($0, projectID: id) }
 
             // A concurrent collection with a zero grace period may remove a blob between its put
@@ -103,8 +107,18 @@ extension ProjectStorage {
     private func commit(_ request: ProjectUpdateRequest, steps: [StepRecord], userData: Digest?) throws {
         let id = request.projectID
         let date = now
+        // Once, not per use: `uuidString` costs about as much as decoding a hundred step IDs.
+        let key = Keys.project(id)
         try store.write { transaction in
-            var project = try ProjectRecord(try projectRecord(id, in: transaction.record(forKey: Keys.project(id))))
+            let stored = try projectRecord(id, in: transaction.record(forKey: key))
+            guard !steps.isEmpty || !request.stepIDsToDelete.isEmpty else {
+                // The step list stays as it is: an undo or redo copies its bytes without decoding them.
+                var project = try ProjectRecordKeepingSteps(stored)
+                try ProjectStorage.finish(request, userData: userData, date: date, on: &project.fields, stepCount: project.stepCount)
+                try transaction.setRecord(project.record, forKey: key)
+                return
+            }
+            var project = try ProjectRecord(stored)
             let newIDs = steps.map { _ in UUID() }
             project.stepIDs.insert(contentsOf: newIDs, at: max(0, min(project.stepCursor, project.stepIDs.count)))
             var deleted: [UUID] = []
@@ -113,13 +127,9 @@ extension ProjectStorage {
                 deleted = project.stepIDs.filter { deleting.contains($0) }
                 project.stepIDs.removeAll { deleting.contains($0) }
             }
-            // Checked again here: the project may have changed since the check before storing blobs.
-            try ProjectStorage.checkCursor(request.stepCursor ?? project.stepCursor, stepCount: project.stepIDs.count, projectID: id)
-            if let cursor = request.stepCursor { project.stepCursor = cursor }
-            if request.userData != nil { project.userData = userData }
-            project.modificationDate = date
+            try ProjectStorage.finish(request, userData: userData, date: date, on: &project, stepCount: project.stepIDs.count)
 
-            try transaction.setRecord(project.record, forKey: Keys.project(id))
+            try transaction.setRecord(project.record, forKey: key)
             for (stepID, step) in zip(newIDs, steps) {
                 try transaction.setRecord(step.record, forKey: Keys.step(stepID, of: id))
             }
@@ -127,6 +137,19 @@ extension ProjectStorage {
                 try transaction.removeRecord(forKey: Keys.step(stepID, of: id))
             }
         }
+    }
+
+    /// Sets the request's cursor, user data (its digest, `userData`) and `date` on `project`, whose
+    /// steps it has already inserted and deleted, leaving `stepCount` steps. The cursor is checked
+    /// here in any case: the project may have changed since the check before storing blobs, and a
+    /// request that stores nothing is checked only here.
+    private static func finish(
+        _ request: ProjectUpdateRequest, userData: Digest?, date: Date, on project: inout ProjectRecord, stepCount: Int
+    ) throws {
+        try checkCursor(request.stepCursor ?? project.stepCursor, stepCount: stepCount, projectID: request.projectID)
+        if let cursor = request.stepCursor { project.stepCursor = cursor }
+        if request.userData != nil { project.userData = userData }
+        project.modificationDate = date
     }
 
 }

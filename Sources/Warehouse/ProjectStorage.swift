@@ -226,10 +226,11 @@ public final class ProjectStorage: Sendable {
 
     private func changeProject(_ id: UUID, _ change: (inout ProjectRecord) -> Void) throws {
         try writing(id) {
+            let key = Keys.project(id)
             try store.write { transaction in
-                var project = try ProjectRecord(try projectRecord(id, in: transaction.record(forKey: Keys.project(id))))
-                change(&project)
-                try transaction.setRecord(project.record, forKey: Keys.project(id))
+                var project = try ProjectRecordKeepingSteps(try projectRecord(id, in: transaction.record(forKey: key)))
+                change(&project.fields)
+                try transaction.setRecord(project.record, forKey: key)
             }
         }
     }

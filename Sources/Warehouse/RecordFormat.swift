@@ -60,20 +60,23 @@ struct ProjectRecord: Hashable, Sendable {
 
     var record: Record {
         var writer = ByteWriter(capacity: 40 + bundleID.utf8.count + 16 * stepIDs.count)
-        writer.header(.project)
-        writer.date(creationDate)
-        writer.date(modificationDate)
-        writer.varint(UInt64(stepCursor))
-        writer.byte(userData == nil ? 0 : RecordFormat.hasUserData)
-        writer.string(bundleID)
+        writeFields(to: &writer)
         writer.varint(UInt64(stepIDs.count))
-        for id in stepIDs { writer.uuid(id) }
-        return Record(value: writer.data, references: userData.map { [$0] } ?? [])
+        writer.uuids(stepIDs)
+        return Record(value: writer.data, references: references)
     }
 
     /// Decodes a project record; with `includingSteps: false` the step IDs are left empty and not read.
     init(_ record: Record, includingSteps: Bool = true) throws {
         var reader = ByteReader(record.value)
+        try self.init(fields: &reader, references: record.references)
+        guard includingSteps else { return }
+        stepIDs = try reader.uuids(count: try reader.count(elementSize: 16))
+        try reader.end()
+    }
+
+    /// Reads every field up to the step list (and leaves `stepIDs` empty).
+    fileprivate init(fields reader: inout ByteReader, references: [Digest]) throws {
         try reader.header(.project)
         creationDate = try reader.date()
         modificationDate = try reader.date()
@@ -81,17 +84,24 @@ struct ProjectRecord: Hashable, Sendable {
         let flags = try reader.byte()
         bundleID = try reader.string()
         let hasUserData = flags & RecordFormat.hasUserData != 0
-        guard record.references.count == (hasUserData ? 1 : 0) else {
-            throw RecordFormat.corrupted("a project record has \(record.references.count) references")
+        guard references.count == (hasUserData ? 1 : 0) else {
+            throw RecordFormat.corrupted("a project record has \(references.count) references")
         }
-        userData = hasUserData ? record.references[0] : nil
+        userData = hasUserData ? references[0] : nil
         stepIDs = []
-        guard includingSteps else { return }
-        let count = try reader.count(elementSize: 16)
-        stepIDs.reserveCapacity(count)
-        for _ in 0 ..< count { stepIDs.append(try reader.uuid()) }
-        try reader.end()
     }
+
+    /// Writes every field up to the step list.
+    fileprivate func writeFields(to writer: inout ByteWriter) {
+        writer.header(.project)
+        writer.date(creationDate)
+        writer.date(modificationDate)
+        writer.varint(UInt64(stepCursor))
+        writer.byte(userData == nil ? 0 : RecordFormat.hasUserData)
+        writer.string(bundleID)
+    }
+
+    fileprivate var references: [Digest] { userData.map { [$0] } ?? [] }
 
     init(creationDate: Date, modificationDate: Date, stepCursor: Int, bundleID: String, userData: Digest?, stepIDs: [UUID]) {
         self.creationDate = creationDate
@@ -100,6 +110,32 @@ struct ProjectRecord: Hashable, Sendable {
         self.bundleID = bundleID
         self.userData = userData
         self.stepIDs = stepIDs
+    }
+}
+
+/// A project record whose step list is kept as stored: for the changes that leave the list alone
+/// (undo, redo, user data, dates), which then neither decode nor re-encode 16 bytes per step.
+struct ProjectRecordKeepingSteps {
+    /// Every field but the step IDs, which stay empty here.
+    var fields: ProjectRecord
+    /// How many step IDs the stored list holds.
+    let stepCount: Int
+    private let stepList: ArraySlice<UInt8>
+
+    init(_ record: Record) throws {
+        var reader = ByteReader(record.value)
+        fields = try ProjectRecord(fields: &reader, references: record.references)
+        stepCount = try reader.count(elementSize: 16)
+        stepList = try reader.raw(count: 16 * stepCount)
+        try reader.end()
+    }
+
+    var record: Record {
+        var writer = ByteWriter(capacity: 40 + fields.bundleID.utf8.count + stepList.count)
+        fields.writeFields(to: &writer)
+        writer.varint(UInt64(stepCount))
+        writer.raw(stepList)
+        return Record(value: writer.data, references: fields.references)
     }
 }
 
@@ -215,6 +251,8 @@ struct ByteWriter {
 
     mutating func byte(_ value: UInt8) { bytes.append(value) }
 
+    mutating func raw(_ values: ArraySlice<UInt8>) { bytes.append(contentsOf: values) }
+
     mutating func header(_ kind: RecordFormat.Kind) {
         bytes.append(RecordFormat.version)
         bytes.append(kind.rawValue)
@@ -239,8 +277,15 @@ struct ByteWriter {
         bytes.append(contentsOf: string.utf8)
     }
 
-    mutating func uuid(_ id: UUID) {
-        withUnsafeBytes(of: id.uuid) { bytes.append(contentsOf: $0) }
+    /// The IDs' 16 bytes each, back to back: a project's step list, written on every update.
+    mutating func uuids(_ ids: [UUID]) {
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(0, count: 16 * ids.count))
+        bytes.withUnsafeMutableBytes { buffer in
+            for (index, id) in ids.enumerated() {
+                buffer.storeBytes(of: id.uuid, toByteOffset: start + 16 * index, as: uuid_t.self)
+            }
+        }
     }
 }
 
@@ -283,6 +328,13 @@ struct ByteReader {
         }
     }
 
+    /// The next `count` bytes as stored.
+    mutating func raw(count: Int) throws -> ArraySlice<UInt8> {
+        guard count <= remaining else { throw RecordFormat.corrupted("truncated") }
+        defer { position += count }
+        return bytes[position ..< position + count]
+    }
+
     /// A count of elements that must fit in what is left of the value.
     mutating func count(elementSize: Int) throws -> Int {
         let count = try varint()
@@ -307,13 +359,15 @@ struct ByteReader {
         return string
     }
 
-    mutating func uuid() throws -> UUID {
-        guard remaining >= 16 else { throw RecordFormat.corrupted("truncated UUID") }
-        defer { position += 16 }
-        let b = bytes
-        let p = position
-        return UUID(uuid: (b[p], b[p + 1], b[p + 2], b[p + 3], b[p + 4], b[p + 5], b[p + 6], b[p + 7],
-                           b[p + 8], b[p + 9], b[p + 10], b[p + 11], b[p + 12], b[p + 13], b[p + 14], b[p + 15]))
+    /// `count` UUIDs of 16 bytes each, read in one pass: a project's step list, read by every fetch
+    /// and update.
+    mutating func uuids(count: Int) throws -> [UUID] {
+        guard count <= remaining / 16 else { throw RecordFormat.corrupted("truncated UUID") }
+        let start = position
+        position += 16 * count
+        return bytes.withUnsafeBytes { buffer in
+            (0 ..< count).map { UUID(uuid: buffer.loadUnaligned(fromByteOffset: start + 16 * $0, as: uuid_t.self)) }
+        }
     }
 
     func end() throws {

@@ -9,6 +9,11 @@ import Testing
 
     func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 
+    func bytes(_ hex: String) -> [UInt8] {
+        let digits = Array(hex.utf8)
+        return stride(from: 0, to: digits.count, by: 2).map { UInt8(String(decoding: digits[$0 ..< $0 + 2], as: UTF8.self), radix: 16)! }
+    }
+
     @Test func formatFile() {
         #expect(hex(FormatFile.encoded()) == "4353544f524500000100000000000000645ceae1")
     }
@@ -20,6 +25,49 @@ import Testing
         #expect(hex(header) == "43534245000000002cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824050000000500000000d2496b5cce7d42")
         let parsed = try? header.withUnsafeBytes { try PackFormat.parseEntryHeader($0) }
         #expect(parsed == PackFormat.EntryHeader(flags: 0, digest: Self.hello, rawLength: 5, storedLength: 5, time: 1_800_000_000, checksum: 0x427D_CE5C))
+    }
+
+    /// A pack holding a dictionary (a raw-content one: zstd takes any bytes without its magic as
+    /// history) at offset 32 and, after it, a blob compressed with it. The frame was made by the zstd
+    /// command (`zstd -3 --no-check --no-dictID -D dict`), not by the store.
+    @Test func dictionaryAndAnEntryThatUsesIt() throws {
+        let dictionary = Array("hello world, hello store, hello pack, hello chunk. ".utf8)
+        let blob = Array("hello store, hello chunk, hello world, hello pack.".utf8)
+        let frame = bytes("28b52ffd2032a50000486368756e7061636b2e0300503840a98252a280")
+        let dictionaryHeader = PackFormat.entryHeader(digest: Digest.sha256(Data(dictionary)), flags: PackFormat.dictionaryFlag,
+                                                      rawLength: 51, payload: dictionary.withUnsafeBytes { [$0] }, time: 1_800_000_000)
+        #expect(hex(dictionaryHeader) == "4353424504000000d508821f8039994e7df7ac08e44008787e08f035602ceb91b972c918a4e207b1330000003300000000d2496b9e70c6dc")
+        let (header, prefix) = frame.withUnsafeBytes {
+            PackFormat.dictionaryCompressedEntry(digest: Digest.sha256(Data(blob)), rawLength: 50, dictionaryOffset: 32, frame: $0, time: 1_800_000_000)
+        }
+        #expect(hex(header) == "43534245090000003b30e5574457aa6fe6fe9b4fdf027bf6eef3d62c8af9f3b822b173cc14818f22320000002500000000d2496be08cd02c")
+        #expect(hex(prefix) == "2000000000000000")
+        let parsed = try header.withUnsafeBytes { try PackFormat.parseEntryHeader($0) }
+        #expect(parsed.flags == 9 && parsed.isCompressed && parsed.usesDictionary && !parsed.isDictionary && parsed.storedLength == 37)
+
+        // The store decodes it, asking for the dictionary by its offset.
+        let dir = TemporaryDirectory()
+        let file = try FileSystem(io: SystemFileIO()).open(dir.url.appendingPathComponent("00000001.pack").path, flags: O_RDWR | O_CREAT)
+        let pack = PackFormat.header(id: 1, createdMilliseconds: 0) + dictionaryHeader + dictionary + header + prefix + frame
+        try file.write(pack, at: 0)
+        var asked: [UInt64] = []
+        let expected = PackReader.ExpectedEntry(digest: Digest.sha256(Data(blob)), rawLength: 50, storedLength: 37, compressed: true)
+        let decoded = try (header + prefix + frame).withUnsafeBytes {
+            try PackReader.decodeEntry($0, expected: expected, verify: true, limits: .init(), path: file.path, offset: 139) { offset in
+                asked.append(offset)
+                return try ChunkDictionary.read(from: file, at: offset, limits: .init())
+            }
+        }
+        #expect(Array(decoded) == blob && asked == [32])
+    }
+
+    /// Flag combinations no writer makes do not parse: a dictionary that is a manifest or uses a
+    /// dictionary, a dictionary reference without a zstd frame or too short for its offset.
+    @Test(arguments: [(UInt8(0x06), 100), (0x0C, 100), (0x0D, 100), (0x08, 100), (0x09, 7), (0x10, 100)])
+    func impossibleDictionaryFlagsDoNotParse(flags: UInt8, storedLength: Int) {
+        let payload = [UInt8](repeating: 0, count: storedLength)
+        let header = PackFormat.entryHeader(digest: Self.hello, flags: flags, rawLength: 1000, payload: payload.withUnsafeBytes { [$0] }, time: 0)
+        #expect(throws: PackFormat.Malformed.self) { try header.withUnsafeBytes { try PackFormat.parseEntryHeader($0) } }
     }
 
     @Test func walSegmentHeaderAndCommitFrame() throws {

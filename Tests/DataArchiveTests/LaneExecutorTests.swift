@@ -4,6 +4,12 @@ import Foundation
 import Synchronization
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The executor behind per-key ordering, tested on its own.
 @Suite struct LaneExecutorTests {
     @Test func jobsOfOneLaneRunInSubmissionOrderNeverOverlapping() async {
@@ -76,6 +82,61 @@ import Testing
         }
         await done.wait()
         #expect(!executor.isCurrentThreadWorker)
+    }
+
+    @Test func runIfIdleRunsOnTheCallerOnlyWhenTheLaneIsIdle() async {
+        let executor = LaneExecutor<Int, ClosureJob>(label: "test", width: 2)
+        let caller = pthread_self()
+        #expect(executor.runIfIdle(0) { pthread_equal(pthread_self(), caller) != 0 } == true)
+        let release = DispatchSemaphore(value: 0)
+        let done = Countdown(1)
+        executor.submit(0) {
+            release.wait()
+            done.tick()
+        }
+        // Lane 0 has a job running: nothing runs inline there, other lanes are not affected.
+        #expect(executor.runIfIdle(0) { 0 } == nil)
+        #expect(executor.runIfIdle(1) { 1 } == 1)
+        release.signal()
+        await done.wait()
+    }
+
+    @Test func jobsSubmittedDuringAnInlineRunWaitForItThenRunInOrder() async {
+        let executor = LaneExecutor<Int, ClosureJob>(label: "test", width: 2)
+        let log = Mutex<[Int]>([])
+        let done = Countdown(3)
+        let ran: Void? = executor.runIfIdle(0) {
+            for index in 1 ... 3 {
+                executor.submit(0) {
+                    log.withLock { $0.append(index) }
+                    done.tick()
+                }
+            }
+            usleep(20_000)                                     // time for a wrongly started job to run
+            log.withLock { $0.append(0) }
+        }
+        #expect(ran != nil)
+        await done.wait()
+        #expect(log.withLock { $0 } == [0, 1, 2, 3])
+    }
+
+    @Test func waitUntilFinishedWaitsForAnInlineRun() {
+        let executor = LaneExecutor<Int, ClosureJob>(label: "test", width: 2)
+        let entered = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let finished = Atomic<Bool>(false)
+        DispatchQueue.global().async {
+            executor.runIfIdle(0) {
+                entered.signal()
+                release.wait()
+                finished.store(true, ordering: .sequentiallyConsistent)
+            }
+        }
+        entered.wait()
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { release.signal() }
+        executor.waitUntilFinished(through: executor.lastTicket)
+        let hasFinished = finished.load(ordering: .sequentiallyConsistent)
+        #expect(hasFinished)
     }
 
     @Test func fifoReleasesElementsAndKeepsOrder() {

@@ -100,6 +100,64 @@ import Darwin
         await done.wait()
     }
 
+    /// A read of a key with nothing queued runs at once on the caller's thread; one called right
+    /// after a fire-and-forget write still waits for it, in both APIs.
+    @Test func readsRightAfterFireAndForgetWritesSeeThem() async throws {
+        let store = try makeStore(directory, durability: .none)
+        defer { try? store.close() }
+        let archive = DataArchive(store: store)
+        for index in 0 ..< 300 {
+            let key = "k\(index % 4)", value = bytes("\(index)")
+            switch index % 4 {
+            case 0:
+                archive.set(key: key, data: value)
+                #expect(try await archive.data(forKey: key) == value)
+            case 1:
+                archive.archiveCurrent(key: key, andSetNewData: value)
+                #expect(try await archive.allVersions(forKey: key).first == value)
+            case 2:
+                archive.set(key: key, data: value)
+                #expect(await archive.getAndWait(key).0 == value)
+            default:
+                archive.archiveCurrent(key: key, andSetNewData: value)
+                let (versions, result) = await archive.getAllAndWait(key)
+                #expect(result.isSuccess && versions.first == value)
+            }
+        }
+    }
+
+    /// Reads racing writes of the same key from another thread: each sees every write called before
+    /// it started (and nothing torn), whether it ran inline or queued behind a write.
+    @Test func readsRacingWritesFromAnotherThreadSeeEveryEarlierWrite() async throws {
+        let store = try makeStore(directory, durability: .none)
+        defer { try? store.close() }
+        let archive = DataArchive(store: store)
+        let writes = 400
+        let called = Atomic<Int>(0)                            // writes called so far
+        try await archive.set(bytes("0"), forKey: "k")
+        let writer = Thread {
+            for index in 1 ... writes {
+                archive.archiveCurrent(key: "k", andSetNewData: bytes("\(index)"))
+                called.store(index, ordering: .sequentiallyConsistent)
+                if index % 50 == 0 { usleep(1000) }
+            }
+        }
+        writer.start()
+        var last = 0, rounds = 0
+        while last < writes && rounds < 100_000 {
+            rounds += 1
+            let before = called.load(ordering: .sequentiallyConsistent)
+            let versions = try await archive.allVersions(forKey: "k").map { Int(text($0)!)! }
+            let current = versions[0]
+            #expect(current >= before && current >= last, "read \(current) after \(before) writes were called")
+            #expect(versions == Array((0 ... current).reversed()), "versions of one snapshot")
+            let single = Int(text(try await archive.data(forKey: "k"))!)!
+            #expect(single >= current)
+            last = single
+        }
+        #expect(last == writes)
+    }
+
     /// A key whose operation is stuck does not hold up other keys.
     @Test func differentKeysRunInParallel() async {
         let archive = DataArchive(rootUrl: directory.url)

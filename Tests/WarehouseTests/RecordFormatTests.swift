@@ -26,6 +26,49 @@ import Testing
         #expect(try ProjectRecord(record, includingSteps: false) == withoutSteps)
     }
 
+    /// The step list is read and written in one pass: 16 bytes per ID, in order, at the end.
+    @Test func manyStepIDsRoundTripInOrder() throws {
+        let steps = (0 ..< 1000).map { _ in UUID() } + [UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF")!]
+        let project = ProjectRecord(
+            creationDate: Date(timeIntervalSinceReferenceDate: 5), modificationDate: Date(timeIntervalSinceReferenceDate: 6),
+            stepCursor: 7, bundleID: "bundle", userData: nil, stepIDs: steps)
+        let value = [UInt8](project.record.value)
+        let list = value.suffix(16 * steps.count)
+        #expect(Array(list.suffix(16)) == (0 ..< 16).map { UInt8($0 * 0x11) })
+        #expect(Array(list.prefix(16)) == withUnsafeBytes(of: steps[0].uuid) { Array($0) })
+        #expect(try ProjectRecord(project.record) == project)
+        // A list one byte short is damage, not a shorter list.
+        var truncated = project.record
+        truncated.value = truncated.value.dropLast()
+        #expect(throws: StoreError.self) { _ = try ProjectRecord(truncated) }
+        #expect(throws: StoreError.self) { _ = try ProjectRecordKeepingSteps(truncated) }
+    }
+
+    /// Undo, redo and date changes keep the stored step list: the same bytes as decoding every ID
+    /// and encoding them again.
+    @Test func changesKeepingTheStepListMatchAFullRewrite() throws {
+        let digest = Digest.sha256(Data("u".utf8))
+        var project = ProjectRecord(
+            creationDate: Date(timeIntervalSinceReferenceDate: 5), modificationDate: Date(timeIntervalSinceReferenceDate: 6),
+            stepCursor: 40, bundleID: "bundle", userData: digest, stepIDs: (0 ..< 300).map { _ in UUID() })
+        let stored = project.record
+        var kept = try ProjectRecordKeepingSteps(stored)
+        #expect(kept.stepCount == 300)
+        #expect(kept.fields.stepIDs.isEmpty)
+        #expect(kept.record == stored)
+        kept.fields.stepCursor = 39
+        kept.fields.userData = nil
+        kept.fields.modificationDate = Date(timeIntervalSinceReferenceDate: 7)
+        project.stepCursor = 39
+        project.userData = nil
+        project.modificationDate = Date(timeIntervalSinceReferenceDate: 7)
+        #expect(kept.record == project.record)
+        #expect(try ProjectRecord(kept.record) == project)
+        var trailing = stored
+        trailing.value.append(0)
+        #expect(throws: StoreError.self) { _ = try ProjectRecordKeepingSteps(trailing) }
+    }
+
     @Test func stepAndAssetRecordsRoundTrip() throws {
         let digests = (0 ..< 3).map { Digest.sha256(Data([UInt8($0)])) }
         let table = AssetTable(digests: ["b": digests[1], "a/x": digests[2]])

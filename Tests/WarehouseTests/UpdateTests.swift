@@ -214,6 +214,27 @@ import Testing
         #expect(try fixture.store.keys(withPrefix: "") == [])
     }
 
+    /// A request that stores nothing (an undo, a redo) is checked only inside its transaction: the
+    /// same errors, naming the project, and nothing changes.
+    @Test func requestsThatStoreNothingFailLikeTheOthers() throws {
+        let fixture = try Fixture()
+        let id = try fixture.storage.createProject()
+        try fixture.addSteps(2, to: id)
+        let before = try fixture.snapshot(id)
+        var request = ProjectUpdateRequest(projectID: id)
+        request.stepCursor = 3
+        let invalid = expectWarehouseError("invalidArgument") { try fixture.storage.update(request) }
+        #expect(invalid.map { "\($0)".contains(id.uuidString) } == true)
+        #expect(try fixture.snapshot(id) == before)
+        let unknown = UUID()
+        var undo = ProjectUpdateRequest(projectID: unknown)
+        undo.stepCursor = 0
+        let missing = expectWarehouseError("writeFailed") { try fixture.storage.update(undo) }
+        #expect(missing?.projectID == unknown)
+        #expect(missing?.storeCode == .notFound)
+        #expect(try fixture.snapshot(id) == before)
+    }
+
     @Test func updateAfterDeleteFails() throws {
         let fixture = try Fixture()
         let id = try fixture.storage.createProject()

@@ -1,6 +1,7 @@
 // A pack as the store reads it: the sealed footer, the entry walk (PackReader and the chunked
 // scanner collection uses), and each entry's header parsed and its blob decoded and decompressed
-// under the limits, as `get` does with an index that agrees with the entry (a forged one would).
+// under the limits, as `get` does with an index that agrees with the entry (a forged one would),
+// with the dictionary an entry names read from the pack as `get` reads it.
 // Input: a flags byte (bit 0: repair checksums first; bit 1: re-hash the blobs rather than check
 // the entry CRC), then the pack file.
 @testable import ContentStore
@@ -20,7 +21,9 @@ public func fuzzPack(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
               let stored = try? file.readExactly(PackFormat.entryHeaderSize + Int(header.storedLength), at: offset)
         else { continue }
         _ = try? stored.withUnsafeBytes {
-            try PackReader.decodeEntry($0, expected: expected, verify: input.flag(1), limits: fuzzLimits, path: file.path, offset: offset)
+            try PackReader.decodeEntry($0, expected: expected, verify: input.flag(1), limits: fuzzLimits, path: file.path, offset: offset) {
+                try ChunkDictionary.read(from: file, at: $0, limits: fuzzLimits)
+            }
         }
     }
     if let end = try? PackReader.sealedIndexOffset(of: file, size: UInt64(bytes.count)) ?? UInt64(bytes.count) {

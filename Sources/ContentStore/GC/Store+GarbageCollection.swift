@@ -248,11 +248,21 @@ extension Store {
                     // Copying would spread damage and deleting would lose the blob: such a pack stays
                     // for `verify` to report.
                     guard PackFormat.checksumMatches(header: header, payload: payload) else { return nil }
-                    return try packs.append(header: Array(header), payload: payload, indexEntry: PackFormat.IndexEntry(
-                        digest: entry.header.digest, offset: 0, rawLength: entry.header.rawLength, storedLength: entry.header.storedLength))
+                    guard entry.header.usesDictionary else {
+                        return try packs.append(header: Array(header), payload: payload, indexEntry: PackFormat.IndexEntry(
+                            digest: entry.header.digest, offset: 0, rawLength: entry.header.rawLength, storedLength: entry.header.storedLength))
+                    }
+                    // The frame moves unchanged; its dictionary moves with it (once per target pack).
+                    let reference = payload.loadUnaligned(as: UInt64.self).littleEndian
+                    guard reference < entry.offset,
+                          let dictionary = try? self.dictionary(in: pack, file: file, at: reference)
+                    else { return nil }
+                    return try packs.append(digest: entry.header.digest, rawLength: entry.header.rawLength,
+                                            frame: UnsafeRawBufferPointer(rebasing: payload[PackFormat.dictionaryReferenceSize...]),
+                                            dictionary: dictionary, time: entry.header.time)
                 }
                 guard let location else {
-                    logger.warning("pack entry fails its checksum; pack not rewritten", metadata: [
+                    logger.warning("pack entry fails its checksum or its dictionary is damaged; pack not rewritten", metadata: [
                         "path": "\(file.path)", "offset": "\(entry.offset)", "digest": "\(entry.header.digest)",
                     ])
                     // The copies made so far are dead space in the active pack.

@@ -12,7 +12,8 @@ protocol BlobStorage: AnyObject, Sendable {
     func size(of pack: UInt32) -> UInt64?
     /// A name for messages (a path for local packs).
     func path(of pack: UInt32) -> String
-    /// Appends entries in order and returns where each landed; durable after ``synchronize()``. The
+    /// Appends entries in order and returns where each landed; durable after ``synchronize()``. An
+    /// entry that uses a dictionary gets the dictionary written before it when its pack lacks it. The
     /// caller settles each (``settle(_:)``) once the index knows where it is; when this throws, none
     /// needs settling.
     func append(_ entries: [PackEntry]) throws -> [BlobLocation]
@@ -38,6 +39,11 @@ extension BlobStorage {
     /// Appends one entry (see ``append(_:)``).
     func append(header: [UInt8], payload: UnsafeRawBufferPointer, indexEntry: PackFormat.IndexEntry) throws -> BlobLocation {
         try append([PackEntry(header: header, payload: .borrowed(payload), indexEntry: indexEntry)])[0]
+    }
+
+    /// Appends one entry holding `frame`, compressed with `dictionary` (see ``PackEntry/DictionaryUse``).
+    func append(digest: Digest, rawLength: UInt32, frame: UnsafeRawBufferPointer, dictionary: ChunkDictionary, time: UInt32) throws -> BlobLocation {
+        try append([PackEntry(digest: digest, rawLength: rawLength, frame: .borrowed(frame), dictionary: dictionary, time: time)])[0]
     }
 }
 

@@ -2,9 +2,10 @@
 ///
 /// ```
 /// pack header (32 bytes)  magic "CSPACK\0\0" | u32 version | u32 pack id | u64 created (ms) | u32 0 | u32 crc32c(0..<28)
-/// entry header (56 bytes) u32 magic "CSBE" | u8 flags (bit 0 zstd, bit 1 manifest node) | 3 × 0 | digest[32] | u32 raw length | u32 stored length
-///                         | u32 put time (s) | u32 crc32c(header 0..<52 ++ payload)
-/// entry payload           stored length bytes (zstd frame when flags bit 0 is set, else raw)
+/// entry header (56 bytes) u32 magic "CSBE" | u8 flags (bit 0 zstd, bit 1 manifest node, bit 2 dictionary, bit 3 uses a dictionary)
+///                         | 3 × 0 | digest[32] | u32 raw length | u32 stored length | u32 put time (s) | u32 crc32c(header 0..<52 ++ payload)
+/// entry payload           stored length bytes (zstd frame when flags bit 0 is set, else raw); with bit 3,
+///                         u64 offset of the dictionary entry in this pack, then the zstd frame
 /// index (sealed packs)    per entry: digest[32] | u64 offset | u32 raw length | u32 stored length
 /// footer (32 bytes)       magic "CSPACKIX" | u64 index offset | u32 entry count | u32 0 | u32 crc32c(index) | u32 crc32c(footer 0..<28)
 /// ```
@@ -20,6 +21,17 @@ enum PackFormat {
     static let compressedFlag: UInt8 = 1
     /// The payload is a manifest node (Chunking/ManifestNode.swift), not blob bytes.
     static let manifestFlag: UInt8 = 2
+    /// The entry holds a zstd dictionary (its digest is the dictionary's SHA-256), not a blob: the
+    /// index never points at it; entries of the same pack that use it name it by offset.
+    static let dictionaryFlag: UInt8 = 4
+    /// The payload is the offset (u64) of a dictionary entry in the same pack, then a zstd frame
+    /// compressed with that dictionary. Always with ``compressedFlag``.
+    static let usesDictionaryFlag: UInt8 = 8
+    /// Bytes before the frame in the payload of an entry that uses a dictionary.
+    static let dictionaryReferenceSize = 8
+    /// No dictionary entry is longer: more than zstd's trainer is asked for, and a bound a damaged
+    /// header cannot push a read past.
+    static let maximumDictionarySize = 1 << 20
 
     static func fileName(_ id: UInt32) -> String { hex8(id) + ".pack" }
 
@@ -51,20 +63,43 @@ enum PackFormat {
 
         var isCompressed: Bool { flags & compressedFlag != 0 }
         var isManifest: Bool { flags & manifestFlag != 0 }
+        var isDictionary: Bool { flags & dictionaryFlag != 0 }
+        var usesDictionary: Bool { flags & usesDictionaryFlag != 0 }
         var totalLength: UInt64 { UInt64(PackFormat.entryHeaderSize) + UInt64(storedLength) }
     }
 
     /// The 56-byte header for an entry, with the CRC over header and payload filled in.
     static func entryHeader(digest: Digest, compressed: Bool, manifest: Bool = false, rawLength: UInt32, payload: UnsafeRawBufferPointer, time: UInt32) -> [UInt8] {
+        entryHeader(digest: digest, flags: (compressed ? compressedFlag : 0) | (manifest ? manifestFlag : 0), rawLength: rawLength, payload: payload, time: time)
+    }
+
+    /// The header of an entry compressed with the dictionary entry at `dictionaryOffset` of the same
+    /// pack, and the payload's 8-byte prefix naming it; `frame` follows the prefix.
+    static func dictionaryCompressedEntry(digest: Digest, rawLength: UInt32, dictionaryOffset: UInt64, frame: UnsafeRawBufferPointer,
+                                          time: UInt32) -> (header: [UInt8], prefix: [UInt8]) {
+        var prefix = ByteWriter(capacity: dictionaryReferenceSize)
+        prefix.append(dictionaryOffset)
+        let header = prefix.bytes.withUnsafeBytes { reference in
+            entryHeader(digest: digest, flags: compressedFlag | usesDictionaryFlag, rawLength: rawLength, payload: [reference, frame], time: time)
+        }
+        return (header, prefix.bytes)
+    }
+
+    private static func entryHeader(digest: Digest, flags: UInt8, rawLength: UInt32, payload: UnsafeRawBufferPointer, time: UInt32) -> [UInt8] {
+        entryHeader(digest: digest, flags: flags, rawLength: rawLength, payload: [payload], time: time)
+    }
+
+    /// `payload` in pieces, so a prefix need not be copied in front of a frame to checksum them.
+    static func entryHeader(digest: Digest, flags: UInt8, rawLength: UInt32, payload: [UnsafeRawBufferPointer], time: UInt32) -> [UInt8] {
         var writer = ByteWriter(capacity: entryHeaderSize)
         writer.append(entryMagic)
-        writer.append((compressed ? compressedFlag : 0) | (manifest ? manifestFlag : 0))
+        writer.append(flags)
         writer.append(contentsOf: [0, 0, 0] as [UInt8])
         writer.append(digest)
         writer.append(rawLength)
-        writer.append(UInt32(payload.count))
+        writer.append(UInt32(payload.reduce(0) { $0 + $1.count }))
         writer.append(time)
-        let crc = CRC32C.checksum(payload, extending: CRC32C.checksum(writer.bytes))
+        let crc = payload.reduce(CRC32C.checksum(writer.bytes)) { CRC32C.checksum($1, extending: $0) }
         writer.append(crc)
         return writer.bytes
     }
@@ -82,7 +117,11 @@ enum PackFormat {
             let stored = try reader.read(UInt32.self)
             let time = try reader.read(UInt32.self)
             let checksum = try reader.read(UInt32.self)
-            guard flags & ~(compressedFlag | manifestFlag) == 0 else { throw Malformed(reason: "unknown entry flags \(flags)") }
+            guard flags & ~(compressedFlag | manifestFlag | dictionaryFlag | usesDictionaryFlag) == 0,
+                  // A dictionary is no blob, and a frame that uses one is a compressed blob.
+                  flags & dictionaryFlag == 0 || flags & (manifestFlag | usesDictionaryFlag) == 0,
+                  flags & usesDictionaryFlag == 0 || (flags & compressedFlag != 0 && stored >= UInt32(dictionaryReferenceSize))
+            else { throw Malformed(reason: "unknown entry flags \(flags)") }
             return EntryHeader(flags: flags, digest: digest, rawLength: raw, storedLength: stored, time: time, checksum: checksum)
         } catch let error as Malformed {
             throw error

@@ -34,8 +34,12 @@ enum PackReader {
     /// what the index says. Lengths are checked (``checkLengths(_:limits:path:offset:)``) before the
     /// blob's buffer is allocated, and a zstd frame that declares another size is refused before
     /// it is decompressed. With `verify`, the blob is re-hashed; without, the entry's CRC is checked.
+    ///
+    /// An entry that uses a dictionary names it by its offset in the pack; `dictionary` returns
+    /// the dictionary at that offset (it is only asked for one before `offset`, where the writer
+    /// put it), or throws `corrupted` when it is damaged.
     static func decodeEntry(_ bytes: UnsafeRawBufferPointer, expected: ExpectedEntry, verify: Bool, limits: Store.Limits,
-                            path: String, offset: UInt64) throws -> Data {
+                            path: String, offset: UInt64, dictionary: (UInt64) throws -> ChunkDictionary = noDictionaries) throws -> Data {
         let digest = expected.digest
         try checkLengths(expected, limits: limits, path: path, offset: offset)
         guard bytes.count == PackFormat.entryHeaderSize + Int(expected.storedLength) else {
@@ -59,7 +63,17 @@ enum PackReader {
         if !verify && !PackFormat.checksumMatches(header: header, payload: payload) {
             throw StoreError.corrupted("pack entry for blob \(digest) fails its checksum", path: path, offset: offset)
         }
-        if expected.compressed, let declared = Zstd.declaredContentSize(payload), declared != UInt64(expected.rawLength) {
+        var frame = payload
+        var decompressor: Zstd.DecompressionDictionary?
+        if parsed.usesDictionary {
+            let reference = payload.loadUnaligned(as: UInt64.self).littleEndian
+            guard reference >= UInt64(PackFormat.headerSize), reference < offset else {
+                throw StoreError.corrupted("pack entry for blob \(digest) names a dictionary at offset \(reference), not before it", path: path, offset: offset)
+            }
+            frame = UnsafeRawBufferPointer(rebasing: payload[PackFormat.dictionaryReferenceSize...])
+            decompressor = try dictionary(reference).decompressor
+        }
+        if expected.compressed, let declared = Zstd.declaredContentSize(frame), declared != UInt64(expected.rawLength) {
             throw StoreError.corrupted("blob \(digest)'s zstd frame declares \(declared) bytes, the index \(expected.rawLength)", path: path, offset: offset)
         }
         // Uninitialized (decompression or the copy fills every byte), and handed to the Data without a copy.
@@ -68,7 +82,7 @@ enum PackReader {
         defer { if !returned { blob.deallocate() } }
         if expected.compressed {
             do {
-                try Zstd.decompress(payload, into: blob)
+                try Zstd.decompress(frame, into: blob, dictionary: decompressor)
             } catch {
                 throw StoreError(code: .corrupted, message: "blob \(digest) does not decompress (\(error)) in \(path) at offset \(offset)",
                                  path: path, offset: offset, cause: error)
@@ -82,6 +96,12 @@ enum PackReader {
         guard let base = blob.baseAddress, blob.count > 0 else { return Data() }
         returned = true
         return Data(bytesNoCopy: base, count: blob.count, deallocator: .custom { pointer, _ in pointer.deallocate() })
+    }
+
+    /// The resolver of ``decodeEntry(_:expected:verify:limits:path:offset:dictionary:)`` for entries
+    /// that cannot use a dictionary (dictionaries themselves).
+    static func noDictionaries(_ offset: UInt64) throws -> ChunkDictionary {
+        throw StoreError(code: .corrupted, message: "a dictionary entry cannot use a dictionary (offset \(offset))")
     }
 
     /// (offset, header) of each entry, in file order. Stops at the sealed index, or at the first

@@ -29,12 +29,17 @@ final class PackStore: Sendable {
         var index: [PackFormat.IndexEntry]
         /// Bytes before this were handed to write-back (``PackStore/writeBackStep``).
         var writeBackStart: UInt64
+        /// Offsets of the dictionaries written into this pack, by digest.
+        var dictionaries: [Digest: UInt64] = [:]
     }
 
     /// Appended bytes are handed to the kernel's write-back in steps of this size, outside the lock,
     /// so the sync that makes them durable (a commit's, or sealing's) finds most of them on their way
     /// to the disk instead of starting all of the writing then, with every committer waiting.
     static let writeBackStep: UInt64 = 1 << 20
+    /// A lone entry larger than this is written in place, header and payload separately; smaller
+    /// ones are copied together, since a system call costs more than copying a few KiB.
+    static let largeEntry: UInt64 = 64 << 10
 
     private struct State {
         var files: [UInt32: File] = [:]
@@ -86,7 +91,7 @@ final class PackStore: Sendable {
 
     /// Appends entries in order and returns where each landed. The entries that go into one pack are
     /// written with one `pwrite` (a chunked put appends thousands of small entries: two system calls
-    /// each cost more than copying them together); a lone entry is written in place, uncopied.
+    /// each cost more than copying them together); a lone large entry is written in place, uncopied (``largeEntry``).
     func append(_ entries: [PackEntry]) throws -> [BlobLocation] {
         var writeBacks: [(file: File, offset: UInt64, length: UInt64)] = []
         let locations = try state.withLock { state -> [BlobLocation] in
@@ -115,16 +120,14 @@ final class PackStore: Sendable {
             state.active = nil
             defer { state.active = active }
             let group = Self.group(entries[locations.count...], fitting: active, sizeTarget: sizeTarget)
-            try Self.write(group, to: active)
-            for entry in group {
+            let first = active.size
+            for (entry, offset) in zip(group, try Self.write(group, to: &active)) {
                 var indexEntry = entry.indexEntry
-                indexEntry.offset = active.size
+                indexEntry.offset = offset
                 active.index.append(indexEntry)
-                locations.append(BlobLocation(pack: active.id, offset: active.size))
-                active.size += entry.length
+                locations.append(BlobLocation(pack: active.id, offset: offset))
             }
             state.sizes[active.id] = active.size
-            let first = locations[locations.count - group.count].offset
             if state.unsynced.updateValue(active.file, forKey: active.id) == nil { state.unlogged[active.id] = first }
             state.unsettled[active.id, default: 0] += group.count
             if active.size - active.writeBackStart >= PackStore.writeBackStep {
@@ -134,32 +137,64 @@ final class PackStore: Sendable {
         }
     }
 
-    /// The leading entries that fit in `active` (at least one: an empty pack takes any entry).
+    /// The leading entries that fit in `active` (at least one: an empty pack takes any entry), with
+    /// the dictionaries they need that the pack lacks.
     private static func group(_ entries: ArraySlice<PackEntry>, fitting active: Active, sizeTarget: UInt64) -> ArraySlice<PackEntry> {
+        var added = Set<Digest>()
+        func length(_ entry: PackEntry) -> UInt64 {
+            guard let dictionary = entry.dictionaryUse?.dictionary, active.dictionaries[dictionary.digest] == nil,
+                  !added.contains(dictionary.digest)
+            else { return entry.length }
+            return entry.length + UInt64(dictionary.entry.count)
+        }
+        func take(_ entry: PackEntry) {
+            if let dictionary = entry.dictionaryUse?.dictionary { added.insert(dictionary.digest) }
+        }
         var end = entries.startIndex + 1
-        var size = active.size + entries[entries.startIndex].length
-        while end < entries.endIndex, size + entries[end].length <= sizeTarget {
-            size += entries[end].length
+        var size = active.size + length(entries[entries.startIndex])
+        take(entries[entries.startIndex])
+        while end < entries.endIndex, size + length(entries[end]) <= sizeTarget {
+            size += length(entries[end])
+            take(entries[end])
             end += 1
         }
         return entries[..<end]
     }
 
-    /// Writes `group` at the end of `active`.
-    private static func write(_ group: ArraySlice<PackEntry>, to active: Active) throws {
-        guard group.count > 1 else {
-            let entry = group[group.startIndex]
-            try active.file.write(entry.header, at: active.size)
-            try entry.payload.withUnsafeBytes { try active.file.write($0, at: active.size + UInt64(entry.header.count)) }
-            return
+    /// Writes `group` at the end of `active`, each dictionary an entry uses before it when the pack
+    /// lacks it, and returns the entries' offsets. `active` learns of the dictionaries only once
+    /// they are written.
+    private static func write(_ group: ArraySlice<PackEntry>, to active: inout Active) throws -> [UInt64] {
+        let start = active.size
+        if group.count == 1, let entry = group.first, entry.dictionaryUse == nil, entry.length > PackStore.largeEntry {
+            try active.file.write(entry.header, at: start)
+            try entry.payload.withUnsafeBytes { try active.file.write($0, at: start + UInt64(entry.header.count)) }
+            active.size += entry.length
+            return [start]
         }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(Int(group.reduce(0) { $0 + $1.length }))
+        var added: [Digest: UInt64] = [:]
+        var offsets: [UInt64] = []
         for entry in group {
-            bytes.append(contentsOf: entry.header)
+            var dictionaryOffset: UInt64 = 0
+            if let dictionary = entry.dictionaryUse?.dictionary {
+                if let written = active.dictionaries[dictionary.digest] ?? added[dictionary.digest] {
+                    dictionaryOffset = written
+                } else {
+                    dictionaryOffset = start + UInt64(bytes.count)
+                    added[dictionary.digest] = dictionaryOffset
+                    bytes.append(contentsOf: dictionary.entry)
+                }
+            }
+            offsets.append(start + UInt64(bytes.count))
+            bytes.append(contentsOf: entry.encodedHeader(dictionaryOffset: dictionaryOffset))
             entry.payload.withUnsafeBytes { bytes.append(contentsOf: $0) }
         }
-        try active.file.write(bytes, at: active.size)
+        try active.file.write(bytes, at: start)
+        active.size += UInt64(bytes.count)
+        active.dictionaries.merge(added) { written, _ in written }
+        return offsets
     }
 
     /// Tells the store that an entry ``append(header:payload:indexEntry:)`` wrote is now in the

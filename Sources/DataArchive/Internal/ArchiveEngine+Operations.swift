@@ -81,6 +81,29 @@ extension ArchiveEngine {
         })
     }
 
+    /// Runs the read `operation` on `lane` after everything called before it there, then hands its
+    /// result to `deliver` on the same lane of `completions` (never on the caller's stack). When
+    /// nothing is queued or running on the lane, the read runs at once on the calling thread: only
+    /// the completion changes threads.
+    func read<R: Sendable>(
+        on lane: Lane, _ operation: @escaping @Sendable (ArchiveEngine) -> R, deliver: @escaping @Sendable (R) -> Void
+    ) {
+        // The completion is queued before the lane is released, so it precedes those of later calls.
+        let ran: Void? = operations.runIfIdle(lane) {
+            let result = operation(self)
+            completions.submit(lane) { deliver(result) }
+        }
+        if ran == nil { perform(on: lane, operation, deliver: deliver) }
+    }
+
+    /// Runs the read `operation` on `lane` after everything called before it there, and returns its
+    /// result: at once on the calling task's thread when nothing is queued or running on the lane
+    /// (a read of the store, mostly from memory), else on a worker.
+    func read<R: Sendable>(on lane: Lane, _ operation: @escaping @Sendable (ArchiveEngine) throws -> R) async throws -> R {
+        if let result = operations.runIfIdle(lane, { Result { try operation(self) } }) { return try result.get() }
+        return try await run(on: lane, operation)
+    }
+
     /// Queues `change` on the key's lane; `finish` runs on the worker once it has committed or failed.
     func mutate(_ key: String, _ change: Mutation.Change, finish: @escaping @Sendable (Mutation.Outcome) -> Void) {
         operations.submit(.key(key), .mutation(Mutation(engine: self, key: key, change: change, finish: finish)))
@@ -123,10 +146,12 @@ extension ArchiveEngine {
     }
 
     /// Runs `operation` on `lane` after everything called before it there, blocking the caller until
-    /// it has run. On a worker thread (from a `ValueConverter` inside an operation) it runs at once,
-    /// since waiting there could wait for the caller itself.
+    /// it has run: on the calling thread when the lane is idle, else on a worker. On a worker thread
+    /// (from a `ValueConverter` inside an operation) it runs at once, since waiting there could wait
+    /// for the caller itself.
     func runAndWait<R: Sendable>(on lane: Lane, _ operation: @escaping @Sendable (ArchiveEngine) -> R) -> R {
         if operations.isCurrentThreadWorker { return operation(self) }
+        if let result = operations.runIfIdle(lane, { operation(self) }) { return result }
         let box = ResultBox<R>()
         let semaphore = DispatchSemaphore(value: 0)
         operations.submit(lane, .closure {

@@ -5,7 +5,8 @@ import Synchronization
 /// running in parallel on at most `width` threads.
 ///
 /// Each lane with work is a FIFO of jobs. A lane is either idle (absent), waiting in the ready
-/// queue, or running on exactly one worker. A worker takes the lane at the head of the ready
+/// queue, or running on exactly one worker (or on the thread that claimed it with
+/// ``runIfIdle(_:_:)``). A worker takes the lane at the head of the ready
 /// queue, runs a batch of its first jobs in order, and puts the lane back at the tail if it has
 /// more, so lanes share the workers round-robin and one busy lane cannot starve the others. Workers are `width` serial
 /// dispatch queues (each gets its own thread while it has work), so the thread count is bounded
@@ -57,6 +58,24 @@ final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
             }
             if released { waiters.removeAll { $0.remaining == 0 } }
         }
+
+        /// Issues the next ticket, counted unfinished until ``finish(_:)``.
+        mutating func takeTicket() -> UInt64 {
+            lastTicket += 1
+            unfinished.insert(lastTicket)
+            return lastTicket
+        }
+
+        /// Puts `lane`, which has jobs and none running, in the ready queue; returns a worker to start
+        /// if the ones between batches cannot take every ready lane. Short jobs then run on few
+        /// threads (little lock contention), while jobs that block (fsync, a slow converter) make the
+        /// others busy and so bring in more, up to the width.
+        mutating func makeReady(_ lane: Lane) -> Int? {
+            ready.append(lane)
+            guard ready.count > active - busy, let worker = idleWorkers.popLast() else { return nil }
+            active += 1
+            return worker
+        }
     }
 
     private let workers: [DispatchQueue]
@@ -88,9 +107,7 @@ final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
     @discardableResult
     func submit(_ lane: Lane, _ job: Job) -> UInt64 {
         let (ticket, worker) = state.withLock { state -> (UInt64, Int?) in
-            state.lastTicket += 1
-            let ticket = state.lastTicket
-            state.unfinished.insert(ticket)
+            let ticket = state.takeTicket()
             let entry = Entry(ticket: ticket, job: job)
             if state.lanes[lane] != nil {
                 state.lanes[lane]!.append(entry)
@@ -99,18 +116,37 @@ final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
             var jobs = FIFO<Entry>()
             jobs.append(entry)
             state.lanes[lane] = jobs
-            state.ready.append(lane)
-            // Wake another worker only if the ones between batches cannot take every ready lane:
-            // short jobs then run on few threads (little lock contention), while jobs that block
-            // (fsync, a slow converter) make the others busy and so bring in more, up to the width.
-            guard state.ready.count > state.active - state.busy, let worker = state.idleWorkers.popLast() else {
-                return (ticket, nil)
-            }
-            state.active += 1
-            return (ticket, worker)
+            return (ticket, state.makeReady(lane))
         }
         if let worker { start(worker) }
         return ticket
+    }
+
+    /// Runs `body` on the calling thread as the lane's next job, if the lane is idle (no job queued
+    /// or running); returns nil without running it otherwise.
+    ///
+    /// It saves the two thread switches of a submitted job (to a worker and back) for work the
+    /// caller waits for anyway. Meanwhile the lane counts as running: jobs submitted to it wait
+    /// until `body` returns, and so do waiters for a later ticket.
+    func runIfIdle<R>(_ lane: Lane, _ body: () throws -> R) rethrows -> R? {
+        let ticket = state.withLock { state -> UInt64? in
+            guard state.lanes[lane] == nil else { return nil }
+            state.lanes[lane] = FIFO()
+            return state.takeTicket()
+        }
+        guard let ticket else { return nil }
+        defer {
+            let worker = state.withLock { state -> Int? in
+                state.finish(ticket)
+                guard !state.lanes[lane]!.isEmpty else {
+                    state.lanes[lane] = nil
+                    return nil
+                }
+                return state.makeReady(lane)
+            }
+            if let worker { start(worker) }
+        }
+        return try body()
     }
 
     private func start(_ worker: Int) {

@@ -282,9 +282,11 @@ enum CoreWorkload: String, CaseIterable, Sendable, CustomTestStringConvertible {
                 if step == 11 { runner.checkpoint() }
             }
         case .chunkedBlobs:
-            var content = runner.random.bytes(40_000)
+            // Compressible and over 64 KiB (128 average chunks / 2), so the first version trains a
+            // chunk dictionary and its pack holds one (Docs/chunking.md#dictionaries).
+            var content = runner.random.compressibleBytes(80_000)
             for version in 0 ..< 4 {
-                let offset = Int(runner.random.next() % 39_000)
+                let offset = Int(runner.random.next() % 79_000)
                 content.replaceSubrange(offset ..< offset + 512, with: runner.random.bytes(512))
                 if let digest = runner.put(content) {
                     runner.commit(["v\(version)": Record(value: Data([UInt8(version)]), references: [digest])])

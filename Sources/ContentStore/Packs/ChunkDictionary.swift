@@ -1,0 +1,132 @@
+import Synchronization
+
+/// A zstd dictionary that chunks of a pack are compressed with (Docs/chunking.md#dictionaries).
+///
+/// It lives in the pack as an entry of its own (``PackFormat/dictionaryFlag``), written before the
+/// first entry there that uses it; each such entry names it by its offset. The dictionary thus
+/// lives exactly as long as the pack, and a pack rewrite copies it along with the entries that
+/// need it: no index entry or reference count tracks it.
+final class ChunkDictionary: Sendable {
+    /// SHA-256 of the dictionary's bytes: its entry's digest.
+    let digest: Digest
+    /// Its pack entry, header and payload. Nothing in it depends on where it lands, so the same
+    /// bytes are written into every pack that needs the dictionary.
+    let entry: [UInt8]
+    let decompressor: Zstd.DecompressionDictionary
+    /// For a dictionary this process trained; nil for one read back from a pack.
+    let compressor: Zstd.CompressionDictionary?
+
+    private init(digest: Digest, entry: [UInt8], decompressor: Zstd.DecompressionDictionary, compressor: Zstd.CompressionDictionary?) {
+        self.digest = digest
+        self.entry = entry
+        self.decompressor = decompressor
+        self.compressor = compressor
+    }
+
+    /// A dictionary for compressing chunks at `level`; nil when zstd cannot load `bytes`.
+    convenience init?(trained bytes: [UInt8], level: Int, time: UInt32) {
+        guard bytes.count <= PackFormat.maximumDictionarySize,
+              let compressor = Zstd.CompressionDictionary(bytes, level: level),
+              let decompressor = bytes.withUnsafeBytes({ Zstd.DecompressionDictionary($0) })
+        else { return nil }
+        let digest = Digest.sha256(bytes)
+        let entry = bytes.withUnsafeBytes { raw in
+            let frame = Zstd.compress(raw, level: level)
+            return frame.map { frame in
+                frame.withUnsafeBytes { PackFormat.entryHeader(digest: digest, flags: PackFormat.dictionaryFlag | PackFormat.compressedFlag,
+                                                               rawLength: UInt32(raw.count), payload: [$0], time: time) } + frame
+            } ?? PackFormat.entryHeader(digest: digest, flags: PackFormat.dictionaryFlag, rawLength: UInt32(raw.count), payload: [raw], time: time) + bytes
+        }
+        self.init(digest: digest, entry: entry, decompressor: decompressor, compressor: compressor)
+    }
+
+    /// The dictionary whose entry starts at `offset` of `file`, checked like a blob read with
+    /// verification (lengths, then the SHA-256 of its bytes).
+    ///
+    /// - Throws: `corrupted` naming the pack and the dictionary's offset when the entry is not an
+    ///   intact dictionary.
+    static func read(from file: File, at offset: UInt64, limits: Store.Limits) throws -> ChunkDictionary {
+        do {
+            let header = try file.readExactly(PackFormat.entryHeaderSize, at: offset)
+            let parsed: PackFormat.EntryHeader
+            do {
+                parsed = try header.withUnsafeBytes { try PackFormat.parseEntryHeader($0) }
+            } catch let error as PackFormat.Malformed {
+                throw StoreError.corrupted("the entry does not parse (\(error.reason))", path: file.path, offset: offset)
+            }
+            guard parsed.isDictionary, parsed.rawLength <= UInt32(PackFormat.maximumDictionarySize) else {
+                throw StoreError.corrupted("the entry is not a dictionary", path: file.path, offset: offset)
+            }
+            let expected = PackReader.ExpectedEntry(digest: parsed.digest, rawLength: parsed.rawLength, storedLength: parsed.storedLength,
+                                                    compressed: parsed.isCompressed)
+            try PackReader.checkLengths(expected, limits: limits, path: file.path, offset: offset)
+            let entry = try file.readExactly(Int(parsed.totalLength), at: offset)
+            let bytes = try entry.withUnsafeBytes {
+                try PackReader.decodeEntry($0, expected: expected, verify: true, limits: limits, path: file.path, offset: offset)
+            }
+            guard let decompressor = bytes.withUnsafeBytes({ Zstd.DecompressionDictionary($0) }) else {
+                throw StoreError.corrupted("zstd cannot load the dictionary", path: file.path, offset: offset)
+            }
+            return ChunkDictionary(digest: parsed.digest, entry: entry, decompressor: decompressor, compressor: nil)
+        } catch let error as StoreError where error.code == .corrupted {
+            throw StoreError(code: .corrupted, message: "the dictionary at offset \(offset) of \(file.path) is damaged: \(error.message)",
+                             path: file.path, offset: offset, cause: error)
+        }
+    }
+}
+
+/// The store's chunk dictionaries: the one new chunks are compressed with, and those read back.
+final class ChunkDictionaries: Sendable {
+    /// Decoders kept at most. Reads of one chunked blob use the dictionaries of the few packs its
+    /// chunks are in; each costs about the dictionary's size twice (bytes and decoding tables).
+    static let cachedDictionaries = 16
+
+    private struct Current {
+        /// The pack the dictionary was trained for; nil until that pack was known.
+        var pack: UInt32?
+        /// Nil when training failed for this pack (content no dictionary helps).
+        var dictionary: ChunkDictionary?
+    }
+
+    private struct Cache {
+        var dictionaries: [BlobLocation: ChunkDictionary] = [:]
+        /// Insertion order, for evicting the oldest.
+        var order: [BlobLocation] = []
+    }
+
+    private let current = Mutex<Current?>(nil)
+    private let cache = Mutex(Cache())
+
+    /// The dictionary decided for `activePack`, or nil (outside) when none was: a dictionary serves
+    /// the pack that was active when it was trained, so each pack's chunks get one trained on
+    /// chunks of their own kind.
+    func current(forActivePack activePack: UInt32?) -> ChunkDictionary?? {
+        current.withLock { current -> ChunkDictionary?? in
+            guard var decided = current else { return .none }
+            if decided.pack == nil {
+                decided.pack = activePack
+                current = decided
+            } else if decided.pack != activePack {
+                return .none
+            }
+            return .some(decided.dictionary)
+        }
+    }
+
+    /// Records the outcome of training for `activePack`.
+    func decide(_ dictionary: ChunkDictionary?, forActivePack activePack: UInt32?) {
+        current.withLock { $0 = Current(pack: activePack, dictionary: dictionary) }
+    }
+
+    /// The dictionary at `location`, from the cache or from `load` (whose result is cached).
+    func dictionary(at location: BlobLocation, load: () throws -> ChunkDictionary) throws -> ChunkDictionary {
+        if let cached = cache.withLock({ $0.dictionaries[location] }) { return cached }
+        let loaded = try load()
+        cache.withLock { cache in
+            guard cache.dictionaries.updateValue(loaded, forKey: location) == nil else { return }
+            cache.order.append(location)
+            if cache.order.count > Self.cachedDictionaries { cache.dictionaries[cache.order.removeFirst()] = nil }
+        }
+        return loaded
+    }
+}
