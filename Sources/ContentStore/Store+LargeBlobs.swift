@@ -10,8 +10,9 @@ extension Store {
     /// the storing thread costs nothing, small enough that the batches in flight stay a few MiB.
     static let chunkingBatchSize = 2 << 20
     /// Batches handed to the storing thread and not yet stored: the reading thread fills the next
-    /// batch while one is stored, so memory holds two batches (and their compressed forms).
-    static let chunkingBatchesInFlight = 1
+    /// batch while these wait or are stored, so memory holds three batches (and the compressed
+    /// forms of one). Two rather than one: the reader need not wait for a batch's storing to end.
+    static let chunkingBatchesInFlight = 2
     /// A chunked put flushes the WAL after this many batches (64 MiB), so the records it buffers
     /// stay bounded too (and, with ``Durability/full``, what it stored so far is durable).
     static let chunkingBatchesPerFlush = 32
@@ -239,8 +240,8 @@ extension Store {
     /// The zstd frames of `pieces` (nil where compression does not help), with `dictionary` when
     /// there is one: a piece is kept compressed only when its frame, with the dictionary reference
     /// in front, is smaller than the piece, so incompressible chunks stay raw at the cost of one
-    /// compression attempt, as without a dictionary. The calling thread takes every other piece and
-    /// ``compressionHelper`` the rest: a queue of its own rather than `concurrentPerform`, whose
+    /// compression attempt, as without a dictionary. The calling thread and ``compressionHelper``
+    /// take pieces in turn as they finish: a queue of its own rather than `concurrentPerform`, whose
     /// workers come from the pool every other blocking client of Dispatch in the process shares
     /// (two cores give it two).
     private func compress(_ pieces: [UnsafeRawBufferPointer], dictionary: Zstd.CompressionDictionary?) -> [CompressedChunk?] {
@@ -263,11 +264,15 @@ extension Store {
                 slots[index] = Zstd.compress(piece, level: level).map { CompressedChunk(frame: $0, usesDictionary: false) }
             }
         }
-        let helped = DispatchGroup()
-        Self.compressionHelper.async(group: helped) {
-            for index in stride(from: 1, to: inputs.count, by: 2) { compressOne(index) }
+        // Each thread takes the next piece until none is left, so a thread the reader (or anything
+        // else) keeps off a core leaves its share to the other instead of holding up the batch.
+        let next = Atomic<Int>(0)
+        let work = { @Sendable in
+            while case let index = next.wrappingAdd(1, ordering: .relaxed).oldValue, index < inputs.count { compressOne(index) }
         }
-        for index in stride(from: 0, to: inputs.count, by: 2) { compressOne(index) }
+        let helped = DispatchGroup()
+        Self.compressionHelper.async(group: helped, execute: work)
+        work()
         helped.wait()
         return Array(results)
     }
