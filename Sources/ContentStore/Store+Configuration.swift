@@ -82,7 +82,8 @@ extension Store {
         /// those bytes twice. Default 512 KiB (Docs/durability.md has the measurements); 0 always syncs.
         var loggedPackBytesLimit = 512 * 1024
         /// Bytes of zeros a WAL segment is extended by ahead of the batches written into it, so that a
-        /// commit's sync overwrites rather than appends (Docs/durability.md). Default 1 MiB; 0 appends.
+        /// commit's sync overwrites rather than appends (Docs/durability.md). Default 1 MiB (less while a
+        /// segment is young); 0 appends.
         var walPreallocation: UInt64 = 1 << 20
 
         /// The defaults.

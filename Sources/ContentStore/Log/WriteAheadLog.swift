@@ -86,6 +86,9 @@ final class WriteAheadLog: Sendable {
 
     /// Continues `segment` (whose first `segment.size` bytes are intact and durable).
     /// A synchronous batch carries up to `packBytesLimit` bytes of pack appends instead of syncing packs.
+    /// The zeros a young segment is extended by at least (see ``write(_:)``).
+    static let smallestPreallocation: UInt64 = 64 << 10
+
     /// A batch that would grow the segment extends it by `preallocation` bytes of zeros beyond itself.
     init(directory: String, fileSystem: FileSystem, segment: Segment, olderSegments: [UInt64: UInt64], segmentSizeLimit: UInt64,
          preallocation: UInt64, packs: any BlobStorage, packBytesLimit: Int) {
@@ -295,8 +298,8 @@ final class WriteAheadLog: Sendable {
 
     /// Writes the batch; returns the segment's allocated size after it.
     ///
-    /// A batch that would grow the segment carries the next `preallocation` bytes of zeros (up to the
-    /// segment size limit) in the same write and sync: once per that many bytes of log, a sync commits
+    /// A batch that would grow the segment carries the next `preallocation` bytes of zeros (fewer while
+    /// the segment is young; up to the segment size limit) in the same write and sync: once per that many bytes of log, a sync commits
     /// a size change, and the batches in between only overwrite. Recovery reads the zeros as the end of
     /// the log, and truncates them away (Docs/on-disk-format.md).
     private func write(_ batch: Batch) throws -> UInt64 {
@@ -306,7 +309,10 @@ final class WriteAheadLog: Sendable {
             if !batch.bytes.isEmpty { try segment.file.write(batch.bytes, at: segment.size) }
             return segment.allocatedSize
         }
-        let allocatedSize = max(end, min(end + preallocation, segmentSizeLimit))
+        // A young segment grows by as much as it already holds (64 KiB at least), up to
+        // `preallocation`: a store that commits a few times writes KiB of zeros, not a MiB each time.
+        let step = min(preallocation, max(WriteAheadLog.smallestPreallocation, end))
+        let allocatedSize = max(end, min(end + step, segmentSizeLimit))
         try segment.file.write(batch.bytes + repeatElement(0, count: Int(allocatedSize - end)), at: segment.size)
         return allocatedSize
     }
