@@ -87,10 +87,11 @@ extension Store {
                 digest: entry.digest, offset: 0, rawLength: UInt32(entry.bytes.count), storedLength: UInt32(payload.count)))
         }
         let locations = try packs.append(packEntries)
-        return zip(packEntries, zip(entries, locations)).map { packEntry, placed in
-            LogRecord.BlobPlacement(
-                digest: placed.0.digest, location: placed.1, compressed: placed.0.compressed != nil,
-                rawLength: packEntry.indexEntry.rawLength, storedLength: packEntry.indexEntry.storedLength, time: time, manifest: placed.0.manifest)
+        return entries.indices.map { index in
+            let (entry, stored) = (entries[index], packEntries[index].indexEntry)
+            return LogRecord.BlobPlacement(
+                digest: entry.digest, location: locations[index], compressed: entry.compressed != nil,
+                rawLength: stored.rawLength, storedLength: stored.storedLength, time: time, manifest: entry.manifest)
         }
     }
 
