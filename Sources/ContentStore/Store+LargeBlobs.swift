@@ -161,33 +161,82 @@ extension Store {
     /// none: a dictionary does little for them, and compressing with one costs more where zstd
     /// gives up quickly on incompressible input.
     static let dictionaryCompressibility = 0.9
+    /// The fraction of the stored bytes a dictionary must save to be used: compressing with one
+    /// costs 10–15% more CPU, which a dictionary that does not fit the content (unrelated text,
+    /// where it even costs bytes) does not pay for.
+    static let dictionaryMinimumGain = 0.03
+    /// Every this-many-th new chunk of a batch is compressed with and without the pack's dictionary
+    /// to decide whether the batch uses it: about 3% of a batch compressed twice.
+    static let dictionarySampleInterval = 32
 
     /// The frames of a batch's new chunks, and the dictionary those that use one were compressed with.
     ///
-    /// The active pack's dictionary is used when it has one. Otherwise the batch is compressed
-    /// without, and when it compressed (and has enough new bytes to learn from), a dictionary is
-    /// trained on it and the batch compressed again with it, each chunk keeping the smaller frame.
-    /// Training decides for the pack, even when it yields nothing: incompressible data is not
-    /// compressed twice or trained on again until the next pack.
+    /// The active pack's dictionary is used when it has one and a sample of the batch shows it
+    /// pays. Otherwise the batch is compressed without, and when it compressed (and has enough new
+    /// bytes to learn from), a dictionary is trained on it and the batch compressed again with it,
+    /// each chunk keeping the smaller frame. Training decides for the pack, even when it yields
+    /// nothing or the dictionary does not pay: incompressible data is not compressed twice or
+    /// trained on again until the next pack.
     private func compressChunks(_ pieces: [UnsafeRawBufferPointer], time: UInt32) -> ([CompressedChunk?], ChunkDictionary?) {
         let active = packs.activePackID
         if let decided = dictionaries.current(forActivePack: active) {
-            return (compress(pieces, dictionary: decided?.compressor), decided)
+            guard let dictionary = decided, let compressor = dictionary.compressor else { return (compress(pieces.map { ($0, nil) }), nil) }
+            return compressSampling(pieces, dictionary: dictionary, compressor)
         }
-        let plain = compress(pieces, dictionary: nil)
-        guard let trained = trainDictionary(on: pieces, compressed: plain, forActivePack: active, time: time) else { return (plain, nil) }
-        let withDictionary = compress(pieces, dictionary: trained.compressor)
-        let smaller = zip(plain, withDictionary).map { plain, withDictionary -> CompressedChunk? in
+        let plain = compress(pieces.map { ($0, nil) })
+        guard let trained = trainDictionary(on: pieces, compressed: plain, forActivePack: active, time: time),
+              let compressor = trained.compressor
+        else { return (plain, nil) }
+        let smaller = Self.smaller(plain, compress(pieces.map { ($0, compressor) }))
+        let pays = Self.pays(pieces, plain: plain, chosen: smaller)
+        dictionaries.decide(pays ? trained : nil, forActivePack: active)
+        return pays ? (smaller, trained) : (plain, nil)
+    }
+
+    /// Compresses a batch with the pack's dictionary when a sample of its chunks (compressed both
+    /// ways) shows that it pays, else without: a dictionary trained on earlier content need not
+    /// fit what comes later.
+    private func compressSampling(_ pieces: [UnsafeRawBufferPointer], dictionary: ChunkDictionary,
+                                  _ compressor: Zstd.CompressionDictionary) -> ([CompressedChunk?], ChunkDictionary?) {
+        let sample = Array(stride(from: 0, to: pieces.count, by: Self.dictionarySampleInterval))
+        let samplePieces = sample.map { pieces[$0] }
+        let both = compress(samplePieces.map { ($0, nil) } + samplePieces.map { ($0, compressor) })
+        let plain = Array(both[..<sample.count])
+        let chosen = Self.smaller(plain, Array(both[sample.count...]))
+        let pays = Self.pays(samplePieces, plain: plain, chosen: chosen)
+        let rest = pieces.indices.filter { $0 % Self.dictionarySampleInterval != 0 }
+        let restFrames = compress(rest.map { (pieces[$0], pays ? compressor : nil) })
+        var frames = [CompressedChunk?](repeating: nil, count: pieces.count)
+        for (index, frame) in zip(sample, pays ? chosen : plain) { frames[index] = frame }
+        for (index, frame) in zip(rest, restFrames) { frames[index] = frame }
+        return (frames, pays ? dictionary : nil)
+    }
+
+    /// For each chunk, the smaller of its frame without and with the dictionary (counting the
+    /// dictionary reference); nil where neither is smaller than the chunk.
+    private static func smaller(_ plain: [CompressedChunk?], _ withDictionary: [CompressedChunk?]) -> [CompressedChunk?] {
+        zip(plain, withDictionary).map { plain, withDictionary -> CompressedChunk? in
             guard let withDictionary else { return plain }
             guard let plain else { return withDictionary }
             return withDictionary.frame.count + PackFormat.dictionaryReferenceSize < plain.frame.count ? withDictionary : plain
         }
-        return (smaller, trained)
     }
 
-    /// Trains the active pack's dictionary on the first of `pieces` (`compressed` are their frames
-    /// without one) and records the decision; nil when they are too few (no decision) or do not
-    /// compress, or training fails.
+    /// Whether `chosen` (frames some of which use the dictionary) store `pieces` in at least
+    /// ``dictionaryMinimumGain`` fewer bytes than `plain` (frames without).
+    private static func pays(_ pieces: [UnsafeRawBufferPointer], plain: [CompressedChunk?], chosen: [CompressedChunk?]) -> Bool {
+        func stored(_ frames: [CompressedChunk?]) -> Int {
+            zip(pieces, frames).reduce(0) { total, pair in
+                total + (pair.1.map { $0.frame.count + ($0.usesDictionary ? PackFormat.dictionaryReferenceSize : 0) } ?? pair.0.count)
+            }
+        }
+        let without = stored(plain)
+        return without > 0 && Double(stored(chosen)) <= (1 - dictionaryMinimumGain) * Double(without)
+    }
+
+    /// Trains a dictionary for the active pack on the first of `pieces` (`compressed` are their
+    /// frames without one); nil when they are too few (no decision), or do not compress or training
+    /// fails (both decided: no dictionary for the pack).
     private func trainDictionary(on pieces: [UnsafeRawBufferPointer], compressed: [CompressedChunk?], forActivePack active: UInt32?,
                                  time: UInt32) -> ChunkDictionary? {
         let trainingBytes = Self.dictionaryTrainingChunks * configuration.chunking.averageSize
@@ -209,7 +258,7 @@ extension Store {
         let capacity = min(trainingBytes / Self.dictionaryTrainingRatio, PackFormat.maximumDictionarySize)
         let trained = Zstd.trainDictionary(samples: samples, capacity: capacity, level: level)
             .flatMap { ChunkDictionary(trained: $0, level: level, time: time) }
-        dictionaries.decide(trained, forActivePack: active)
+        if trained == nil { dictionaries.decide(nil, forActivePack: active) }
         return trained
     }
 
@@ -237,16 +286,16 @@ extension Store {
         var usesDictionary: Bool
     }
 
-    /// The zstd frames of `pieces` (nil where compression does not help), with `dictionary` when
-    /// there is one: a piece is kept compressed only when its frame, with the dictionary reference
-    /// in front, is smaller than the piece, so incompressible chunks stay raw at the cost of one
-    /// compression attempt, as without a dictionary. The calling thread and ``compressionHelper``
-    /// take pieces in turn as they finish: a queue of its own rather than `concurrentPerform`, whose
-    /// workers come from the pool every other blocking client of Dispatch in the process shares
-    /// (two cores give it two).
-    private func compress(_ pieces: [UnsafeRawBufferPointer], dictionary: Zstd.CompressionDictionary?) -> [CompressedChunk?] {
+    /// The zstd frames of `jobs`' pieces (nil where compression does not help), each with its
+    /// dictionary when it has one: a piece is kept compressed only when its frame, with the
+    /// dictionary reference in front, is smaller than the piece, so incompressible chunks stay raw
+    /// at the cost of one compression attempt, as without a dictionary. The calling thread and
+    /// ``compressionHelper`` take pieces in turn as they finish: a queue of its own rather than
+    /// `concurrentPerform`, whose workers come from the pool every other blocking client of
+    /// Dispatch in the process shares (two cores give it two).
+    private func compress(_ jobs: [(piece: UnsafeRawBufferPointer, dictionary: Zstd.CompressionDictionary?)]) -> [CompressedChunk?] {
         let level = configuration.compressionLevel
-        let results = UnsafeMutableBufferPointer<CompressedChunk?>.allocate(capacity: pieces.count)
+        let results = UnsafeMutableBufferPointer<CompressedChunk?>.allocate(capacity: jobs.count)
         results.initialize(repeating: nil)
         defer {
             results.deinitialize()
@@ -254,9 +303,9 @@ extension Store {
         }
         // Each side writes only its own slots, and the buffers outlive the wait below.
         nonisolated(unsafe) let slots = results
-        nonisolated(unsafe) let inputs = pieces
+        nonisolated(unsafe) let inputs = jobs
         let compressOne = { @Sendable (index: Int) in
-            let piece = inputs[index]
+            let (piece, dictionary) = inputs[index]
             if let dictionary {
                 slots[index] = Zstd.compress(piece, dictionary: dictionary, limit: piece.count - PackFormat.dictionaryReferenceSize)
                     .map { CompressedChunk(frame: $0, usesDictionary: true) }
