@@ -9,9 +9,10 @@ extension Store {
     /// Bytes a chunked put reads per batch: large enough that the handoff between the reading and
     /// the storing thread costs nothing, small enough that the batches in flight stay a few MiB.
     static let chunkingBatchSize = 2 << 20
-    /// Batches handed to the storing thread and not yet stored: the reading thread fills the next
-    /// batch while these wait or are stored, so memory holds three batches (and the compressed
-    /// forms of one). Two rather than one: the reader need not wait for a batch's storing to end.
+    /// Batches handed to the storing thread and not yet compressed: the reading thread fills the
+    /// next batch while these wait or are compressed and one more is written, so memory holds four
+    /// batches (and the compressed forms of one). Two rather than one: the reader need not wait for
+    /// a batch's compression to end.
     static let chunkingBatchesInFlight = 2
     /// A chunked put flushes the WAL after this many batches (64 MiB), so the records it buffers
     /// stay bounded too (and, with ``Durability/full``, what it stored so far is durable).
@@ -126,14 +127,16 @@ extension Store {
     }
 
     /// Stores the chunks of one batch: those the index lacks are compressed, written and placed
-    /// (one WAL record for the batch), the others freshened.
-    func storeChunks(_ batch: [UInt8], _ chunks: [CutChunk], time: UInt32) throws {
+    /// (one WAL record for the batch), the others freshened. `compressed` is called once the
+    /// compressing threads are done with the batch.
+    func storeChunks(_ batch: [UInt8], _ chunks: [CutChunk], time: UInt32, compressed done: () -> Void) throws {
         let absent = try absentIndices(chunks.map(\.digest), time: time)
         var placements: [LogRecord.BlobPlacement] = []
         defer { for placement in placements { packs.settle(placement.location.pack) } }
         try batch.withUnsafeBytes { raw in
             let pieces = absent.map { UnsafeRawBufferPointer(rebasing: raw[chunks[$0].range]) }
             let (compressed, dictionary) = compressChunks(pieces, time: time)
+            done()
             let entries = zip(absent, zip(pieces, compressed)).map { index, piece in
                 NewEntry(digest: chunks[index].digest, bytes: piece.0, compressed: piece.1?.frame,
                          dictionary: piece.1?.usesDictionary == true ? dictionary : nil)
@@ -425,7 +428,7 @@ extension Store {
 
 /// The storing side of a chunked put: a serial queue that stores batches in order, builds the
 /// manifest tree, and keeps the first error. The reading thread blocks while
-/// ``Store/chunkingBatchesInFlight`` batches wait, which bounds memory.
+/// ``Store/chunkingBatchesInFlight`` batches wait or are compressed, which bounds memory.
 private final class ChunkWriter: Sendable {
     private struct State {
         var builder = ManifestBuilder()
@@ -447,11 +450,19 @@ private final class ChunkWriter: Sendable {
         try state.withLock { if let error = $0.error { throw error } }
         slots.wait()
         queue.async { [self] in
-            defer { slots.signal() }
+            // The slot is given back once the batch is compressed, so the reading thread reads and
+            // hashes the next one while this one is written and logged, where the second
+            // compressing thread has nothing to do.
+            var holdsSlot = true
+            let releaseSlot = {
+                if holdsSlot { self.slots.signal() }
+                holdsSlot = false
+            }
+            defer { releaseSlot() }
             guard state.withLock({ $0.error == nil }) else { return }
             do {
                 let time = store.nowSeconds
-                try store.storeChunks(batch, chunks, time: time)
+                try store.storeChunks(batch, chunks, time: time, compressed: releaseSlot)
                 let nodes = state.withLock { state in
                     chunks.flatMap { state.builder.append(chunk: .init(digest: $0.digest, length: UInt64($0.range.count))) }
                 }
