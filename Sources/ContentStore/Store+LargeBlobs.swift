@@ -168,51 +168,62 @@ extension Store {
     /// costs 10–15% more CPU, which a dictionary that does not fit the content (unrelated text,
     /// where it even costs bytes) does not pay for.
     static let dictionaryMinimumGain = 0.03
-    /// Every this-many-th new chunk of a batch is compressed with and without the pack's dictionary
-    /// to decide whether the batch uses it: about 3% of a batch compressed twice.
+    /// Every this-many-th new chunk of a batch is compressed first, without a dictionary: when
+    /// none of them compresses (random or already compressed data), the others are stored raw
+    /// without trying, since zstd would spend about 1 ms per MB to find nothing. A compressible
+    /// stretch of less than this many chunks amid such data can thus go uncompressed.
+    static let compressibilitySampleInterval = 16
+    /// Batches with fewer sampled chunks than this (under 64 new chunks: an edit's few) are all
+    /// compressed: too small a sample says little about the others.
+    static let compressibilitySampleMinimum = 4
+    /// Every this-many-th new chunk of a batch (a multiple of ``compressibilitySampleInterval``, so
+    /// a subset of that sample) is also compressed with the pack's dictionary, to decide whether
+    /// the batch uses it: about 3% of a batch compressed twice.
     static let dictionarySampleInterval = 32
 
     /// The frames of a batch's new chunks, and the dictionary those that use one were compressed with.
     ///
-    /// The active pack's dictionary is used when it has one and a sample of the batch shows it
-    /// pays. Otherwise the batch is compressed without, and when it compressed (and has enough new
-    /// bytes to learn from), a dictionary is trained on it and the batch compressed again with it,
-    /// each chunk keeping the smaller frame. Training decides for the pack, even when it yields
-    /// nothing or the dictionary does not pay: incompressible data is not compressed twice or
-    /// trained on again until the next pack.
+    /// A sample of the chunks is compressed first. When none of it compresses, the rest is stored
+    /// raw. Otherwise the rest is compressed with the active pack's dictionary when it has one and
+    /// the sample shows it pays, else without; when the pack has no decision yet and the batch
+    /// compressed (and has enough new bytes to learn from), a dictionary is trained on it and the
+    /// batch compressed again with it, each chunk keeping the smaller frame. Training decides for
+    /// the pack, even when it yields nothing or the dictionary does not pay: incompressible data is
+    /// not trained on again until the next pack.
     private func compressChunks(_ pieces: [UnsafeRawBufferPointer], time: UInt32) -> ([CompressedChunk?], ChunkDictionary?) {
         let active = packs.activePackID
-        if let decided = dictionaries.current(forActivePack: active) {
-            guard let dictionary = decided, let compressor = dictionary.compressor else { return (compress(pieces.map { ($0, nil) }), nil) }
-            return compressSampling(pieces, dictionary: dictionary, compressor)
-        }
-        let plain = compress(pieces.map { ($0, nil) })
-        guard let trained = trainDictionary(on: pieces, compressed: plain, forActivePack: active, time: time),
-              let compressor = trained.compressor
-        else { return (plain, nil) }
-        let smaller = Self.smaller(plain, compress(pieces.map { ($0, compressor) }))
-        let pays = Self.pays(pieces, plain: plain, chosen: smaller)
-        dictionaries.decide(pays ? trained : nil, forActivePack: active)
-        return pays ? (smaller, trained) : (plain, nil)
-    }
-
-    /// Compresses a batch with the pack's dictionary when a sample of its chunks (compressed both
-    /// ways) shows that it pays, else without: a dictionary trained on earlier content need not
-    /// fit what comes later.
-    private func compressSampling(_ pieces: [UnsafeRawBufferPointer], dictionary: ChunkDictionary,
-                                  _ compressor: Zstd.CompressionDictionary) -> ([CompressedChunk?], ChunkDictionary?) {
-        let sample = Array(stride(from: 0, to: pieces.count, by: Self.dictionarySampleInterval))
-        let samplePieces = sample.map { pieces[$0] }
-        let both = compress(samplePieces.map { ($0, nil) } + samplePieces.map { ($0, compressor) })
-        let plain = Array(both[..<sample.count])
-        let chosen = Self.smaller(plain, Array(both[sample.count...]))
-        let pays = Self.pays(samplePieces, plain: plain, chosen: chosen)
-        let rest = pieces.indices.filter { $0 % Self.dictionarySampleInterval != 0 }
-        let restFrames = compress(rest.map { (pieces[$0], pays ? compressor : nil) })
+        let decided = dictionaries.current(forActivePack: active)
+        let dictionary = decided.flatMap { $0 }
+        let compressor = dictionary?.compressor
+        let sample = Array(stride(from: 0, to: pieces.count, by: Self.compressibilitySampleInterval))
+        let dictionarySample = compressor == nil ? [] : sample.filter { $0 % Self.dictionarySampleInterval == 0 }
+        let sampled = compress(sample.map { (pieces[$0], nil) } + dictionarySample.map { (pieces[$0], compressor) })
         var frames = [CompressedChunk?](repeating: nil, count: pieces.count)
-        for (index, frame) in zip(sample, pays ? chosen : plain) { frames[index] = frame }
-        for (index, frame) in zip(rest, restFrames) { frames[index] = frame }
-        return (frames, pays ? dictionary : nil)
+        for (index, frame) in zip(sample, sampled) { frames[index] = frame }
+        guard sample.count < Self.compressibilitySampleMinimum || frames.contains(where: { $0 != nil }) else {
+            if decided == nil { _ = trainDictionary(on: pieces, compressed: frames, forActivePack: active, time: time) }
+            return (frames, nil)
+        }
+        var pays = false
+        if compressor != nil {
+            let plain = dictionarySample.map { frames[$0] }
+            let chosen = Self.smaller(plain, Array(sampled[sample.count...]))
+            pays = Self.pays(dictionarySample.map { pieces[$0] }, plain: plain, chosen: chosen)
+            if pays {
+                for (index, frame) in zip(dictionarySample, chosen) { frames[index] = frame }
+            }
+        }
+        let rest = pieces.indices.filter { $0 % Self.compressibilitySampleInterval != 0 }
+        for (index, frame) in zip(rest, compress(rest.map { (pieces[$0], pays ? compressor : nil) })) { frames[index] = frame }
+        if pays { return (frames, dictionary) }
+        guard decided == nil,
+              let trained = trainDictionary(on: pieces, compressed: frames, forActivePack: active, time: time),
+              let trainedCompressor = trained.compressor
+        else { return (frames, nil) }
+        let smaller = Self.smaller(frames, compress(pieces.map { ($0, trainedCompressor) }))
+        let trainedPays = Self.pays(pieces, plain: frames, chosen: smaller)
+        dictionaries.decide(trainedPays ? trained : nil, forActivePack: active)
+        return trainedPays ? (smaller, trained) : (frames, nil)
     }
 
     /// For each chunk, the smaller of its frame without and with the dictionary (counting the

@@ -173,6 +173,34 @@ import Testing
         #expect(!entries.contains { $0.header.isDictionary || $0.header.usesDictionary })
     }
 
+    /// A batch whose sampled chunks do not compress is stored raw without compressing the rest;
+    /// text after random bytes in the same batch is still sampled, and every chunk of it compressed.
+    @Test(arguments: [0, 256 << 10])
+    func textAfterRandomBytesIsCompressed(randomPrefix: Int) throws {
+        let dir = TemporaryDirectory()
+        let config = Self.configuration()
+        var random = SeededRandom(seed: 13)
+        let data = random.bytes(randomPrefix) + Self.text(1 << 20, seed: 14)
+        let store = try Store(at: dir.store, configuration: config)
+        let digest = try store.put(data)
+        #expect(try store.get(digest) == data)
+        try store.close()
+
+        let lengths = try data.withUnsafeBytes { try config.chunking.chunkLengths(of: $0) }
+        var textChunks = Set<Digest>()
+        var randomChunks = Set<Digest>()
+        var offset = 0
+        for length in lengths {
+            let chunk = Digest.sha256(data[offset ..< offset + length])
+            if offset >= randomPrefix { textChunks.insert(chunk) } else if offset + length <= randomPrefix { randomChunks.insert(chunk) }
+            offset += length
+        }
+        let entries = try Self.packEntries(dir.store)
+        let stored = Dictionary(entries.map { ($0.header.digest, $0.header) }, uniquingKeysWith: { first, _ in first })
+        #expect(textChunks.allSatisfy { stored[$0]?.isCompressed == true })
+        #expect(randomChunks.allSatisfy { stored[$0]?.isCompressed == false })
+    }
+
     /// A small edit's few new chunks train no dictionary of their own in a new pack.
     @Test func aSmallEditInANewPackTrainsNone() throws {
         let dir = TemporaryDirectory()
