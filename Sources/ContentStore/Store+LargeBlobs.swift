@@ -168,18 +168,16 @@ extension Store {
     /// costs 10–15% more CPU, which a dictionary that does not fit the content (unrelated text,
     /// where it even costs bytes) does not pay for.
     static let dictionaryMinimumGain = 0.03
-    /// Every this-many-th new chunk of a batch is compressed first, without a dictionary: when
-    /// none of them compresses (random or already compressed data), the others are stored raw
-    /// without trying, since zstd would spend about 1 ms per MB to find nothing. A compressible
-    /// stretch of less than this many chunks amid such data can thus go uncompressed.
-    static let compressibilitySampleInterval = 16
-    /// Batches with fewer sampled chunks than this (under 64 new chunks: an edit's few) are all
-    /// compressed: too small a sample says little about the others.
-    static let compressibilitySampleMinimum = 4
-    /// Every this-many-th new chunk of a batch (a multiple of ``compressibilitySampleInterval``, so
-    /// a subset of that sample) is also compressed with the pack's dictionary, to decide whether
-    /// the batch uses it: about 3% of a batch compressed twice.
-    static let dictionarySampleInterval = 32
+    /// Every this-many-th new chunk of a batch is compressed first, without a dictionary and, when
+    /// the pack has one, with it. When none of them compresses (random or already compressed data),
+    /// the others are stored raw without trying: zstd would spend about 1 ms per MB to find nothing
+    /// (a compressible stretch of fewer chunks than this amid such data can thus go uncompressed).
+    /// Otherwise the batch uses the dictionary only when the sample shows it pays. About 3% of a
+    /// batch is compressed twice.
+    static let sampleInterval = 32
+    /// Batches of fewer new chunks (an edit's few) are compressed whole: too small a sample says
+    /// little about the others.
+    static let samplingMinimumChunks = 64
 
     /// The frames of a batch's new chunks, and the dictionary those that use one were compressed with.
     ///
@@ -195,25 +193,24 @@ extension Store {
         let decided = dictionaries.current(forActivePack: active)
         let dictionary = decided.flatMap { $0 }
         let compressor = dictionary?.compressor
-        let sample = Array(stride(from: 0, to: pieces.count, by: Self.compressibilitySampleInterval))
-        let dictionarySample = compressor == nil ? [] : sample.filter { $0 % Self.dictionarySampleInterval == 0 }
-        let sampled = compress(sample.map { (pieces[$0], nil) } + dictionarySample.map { (pieces[$0], compressor) })
+        let sample = Array(stride(from: 0, to: pieces.count, by: Self.sampleInterval))
+        let sampled = compress(sample.map { (pieces[$0], nil) } + (compressor == nil ? [] : sample.map { (pieces[$0], compressor) }))
         var frames = [CompressedChunk?](repeating: nil, count: pieces.count)
         for (index, frame) in zip(sample, sampled) { frames[index] = frame }
-        guard sample.count < Self.compressibilitySampleMinimum || frames.contains(where: { $0 != nil }) else {
+        guard pieces.count < Self.samplingMinimumChunks || frames.contains(where: { $0 != nil }) else {
             if decided == nil { _ = trainDictionary(on: pieces, compressed: frames, forActivePack: active, time: time) }
             return (frames, nil)
         }
         var pays = false
         if compressor != nil {
-            let plain = dictionarySample.map { frames[$0] }
+            let plain = Array(sampled[..<sample.count])
             let chosen = Self.smaller(plain, Array(sampled[sample.count...]))
-            pays = Self.pays(dictionarySample.map { pieces[$0] }, plain: plain, chosen: chosen)
+            pays = Self.pays(sample.map { pieces[$0] }, plain: plain, chosen: chosen)
             if pays {
-                for (index, frame) in zip(dictionarySample, chosen) { frames[index] = frame }
+                for (index, frame) in zip(sample, chosen) { frames[index] = frame }
             }
         }
-        let rest = pieces.indices.filter { $0 % Self.compressibilitySampleInterval != 0 }
+        let rest = pieces.indices.filter { $0 % Self.sampleInterval != 0 }
         for (index, frame) in zip(rest, compress(rest.map { (pieces[$0], pays ? compressor : nil) })) { frames[index] = frame }
         if pays { return (frames, dictionary) }
         guard decided == nil,
