@@ -234,15 +234,20 @@ extension Store {
     }
 
     /// Whether `chosen` (frames some of which use the dictionary) store `pieces` in at least
-    /// ``dictionaryMinimumGain`` fewer bytes than `plain` (frames without).
+    /// ``dictionaryMinimumGain`` fewer bytes than `plain` (frames without), counting only the
+    /// pieces that compress one way or the other: incompressible ones (random stretches of mixed
+    /// content) cost the same either way and would only dilute the gain on the others.
     private static func pays(_ pieces: [UnsafeRawBufferPointer], plain: [CompressedChunk?], chosen: [CompressedChunk?]) -> Bool {
-        func stored(_ frames: [CompressedChunk?]) -> Int {
-            zip(pieces, frames).reduce(0) { total, pair in
-                total + (pair.1.map { $0.frame.count + ($0.usesDictionary ? PackFormat.dictionaryReferenceSize : 0) } ?? pair.0.count)
-            }
+        func stored(_ piece: UnsafeRawBufferPointer, _ frame: CompressedChunk?) -> Int {
+            frame.map { $0.frame.count + ($0.usesDictionary ? PackFormat.dictionaryReferenceSize : 0) } ?? piece.count
         }
-        let without = stored(plain)
-        return without > 0 && Double(stored(chosen)) <= (1 - dictionaryMinimumGain) * Double(without)
+        var without = 0
+        var with = 0
+        for index in pieces.indices where plain[index] != nil || chosen[index] != nil {
+            without += stored(pieces[index], plain[index])
+            with += stored(pieces[index], chosen[index])
+        }
+        return without > 0 && Double(with) <= (1 - dictionaryMinimumGain) * Double(without)
     }
 
     /// Trains a dictionary for the active pack on the first of `pieces` (`compressed` are their
