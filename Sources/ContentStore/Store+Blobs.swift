@@ -105,6 +105,8 @@ extension Store {
     ///   are never returned.
     public func get(_ digest: Digest) throws -> Data {
         try checkOpen()
+        // A hit counts only while the index holds the blob: a collected blob is notFound, cached or not.
+        if let cached = cache.blob(digest), contains(digest) { return cached }
         let (entry, file) = try locate(digest)
         // An entry claiming more than its stored bytes can hold is damage, whatever the size limit.
         if !entry.isManifest {
@@ -115,7 +117,6 @@ extension Store {
             throw StoreError.limitExceeded("blob \(digest) is \(size) bytes; get returns at most \(configuration.limits.maximumGetSize) (export streams it)")
         }
         guard entry.isManifest else {
-            if let cached = cache.blob(digest) { return cached }
             let blob = try readBlob(digest, entry: entry, from: file)
             cache.insert(blob, for: digest)
             return blob
