@@ -275,6 +275,51 @@ extension Reliability {
             }
         }
 
+        /// Defect: recovery wrote the pack bytes a WAL record carried wherever the record said, so a
+        /// record (checksums intact) placing them at 64 GiB made a sparse pack of that size. Carried
+        /// ranges continue their pack; one starting past its end is now `corrupted`, nothing written.
+        @Test func packBytesCarriedPastTheEndOfTheirPackAreCorruptionNotASparseFile() throws {
+            let dir = TemporaryDirectory()
+            let store = try Store(at: dir.store)
+            let digest = try store.put(Data("carried by the WAL".utf8))
+            try store.write { try $0.setRecord(Record(references: [digest]), forKey: "k") }
+            let crashed = dir.url.appendingPathComponent("crashed")
+            try copyDirectory(dir.store, to: crashed)  // as a crash leaves it: the WAL carries the pack's bytes
+            try store.close()
+
+            var forged = 0
+            for segment in try files(in: crashed.appendingPathComponent("wal"), withExtension: "log") {
+                var bytes = try Data(contentsOf: segment)
+                let (salt, frames) = try bytes.withUnsafeBytes { raw in
+                    let header = try #require(WALFormat.parseHeader(raw))
+                    var frames: [(offset: Int, kind: UInt8, payload: [UInt8])] = []
+                    var offset = WALFormat.headerSize
+                    while let frame = WALFormat.frame(in: raw, at: offset, salt: header.salt, maximumPayload: 1 << 20) {
+                        frames.append((offset, frame.kind, Array(frame.payload)))
+                        offset += WALFormat.frameHeaderSize + frame.payload.count
+                    }
+                    return (header.salt, frames)
+                }
+                for frame in frames where frame.kind == LogRecord.Kind.packBytes.rawValue {
+                    guard case .packBytes(var logged) = try frame.payload.withUnsafeBytes({ try LogRecord.decode(kind: frame.kind, payload: $0, limits: Store.Limits()) })
+                    else { continue }
+                    logged.offset = 64 << 30
+                    var framed: [UInt8] = []
+                    WALFormat.appendFrame(kind: frame.kind, payload: LogRecord.packBytes(logged).encoded(), salt: salt, to: &framed)
+                    bytes.replaceSubrange(frame.offset ..< frame.offset + framed.count, with: framed)
+                    forged += 1
+                }
+                try bytes.write(to: segment)
+            }
+            #expect(forged > 0)
+            let packs = try files(in: crashed.appendingPathComponent("packs"), withExtension: "pack")
+            let sizes = try packs.map { try FileManager.default.attributesOfItem(atPath: $0.path)[.size] as? Int }
+            let error = try #require(throws: StoreError.self) { try Store(at: crashed) }
+            #expect(error.code == .corrupted)
+            #expect(error.offset == 64 << 30)
+            #expect(try packs.map { try FileManager.default.attributesOfItem(atPath: $0.path)[.size] as? Int } == sizes)
+        }
+
         /// Defect: an index entry (WAL or checkpoint, checksums intact) saying a blob is stored raw
         /// in more bytes than it has made `get` copy the stored bytes past the end of the blob's
         /// buffer (a heap overflow; a trap in debug builds). Lengths are now checked before reading.
