@@ -14,20 +14,12 @@ extension ArchiveEngine {
         return (snapshot, try VersionList(record: record, key: key))
     }
 
-    /// The key's current value, or nil.
-    ///
-    /// Read without a snapshot: the key's lane keeps this archive's writers out, so the record and
-    /// its blob stay together. Only a writer sharing the store through another archive could drop
-    /// the blob in between (with a collection passing its grace period meanwhile); then the read is
-    /// made again from a snapshot, which pins what it sees.
+    /// The key's current value, or nil. A short read: no snapshot pin (``Store/readLatest(_:)``).
     func current(forKey key: String) throws -> Data? {
-        let store = try store()
-        guard let record = try store.record(forKey: try KeyCoding.recordKey(for: key)) else { return nil }
-        do {
-            return try store.get(try VersionList(record: record, key: key).current)
-        } catch let error as StoreError where error.code == .notFound {
-            guard let (snapshot, list) = try snapshot(forKey: key) else { return nil }
-            return try snapshot.get(list.current)
+        let recordKey = try KeyCoding.recordKey(for: key)
+        return try store().readLatest { view in
+            guard let record = try view.record(forKey: recordKey) else { return nil }
+            return try view.get(try VersionList(record: record, key: key).current)
         }
     }
 
