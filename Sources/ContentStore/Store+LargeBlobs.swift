@@ -198,6 +198,7 @@ extension Store {
         var frames = [CompressedChunk?](repeating: nil, count: pieces.count)
         for (index, frame) in zip(sample, sampled) { frames[index] = frame }
         guard pieces.count < Self.samplingMinimumChunks || frames.contains(where: { $0 != nil }) else {
+            // With no frame, training finds the batch incompressible and decides the pack gets no dictionary.
             if decided == nil { _ = trainDictionary(on: pieces, compressed: frames, forActivePack: active, time: time) }
             return (frames, nil)
         }
@@ -310,6 +311,8 @@ extension Store {
     /// `concurrentPerform`, whose workers come from the pool every other blocking client of
     /// Dispatch in the process shares (two cores give it two).
     private func compress(_ jobs: [(piece: UnsafeRawBufferPointer, dictionary: Zstd.CompressionDictionary?)]) -> [CompressedChunk?] {
+        // A batch all sampled (or all present) leaves nothing: no hand-off to the helper for it.
+        guard !jobs.isEmpty else { return [] }
         let level = configuration.compressionLevel
         let results = UnsafeMutableBufferPointer<CompressedChunk?>.allocate(capacity: jobs.count)
         results.initialize(repeating: nil)
