@@ -15,7 +15,9 @@ extension Store {
         return try data.withUnsafeBytes { try put(bytes: $0) }
     }
 
-    func put(bytes: UnsafeRawBufferPointer) throws -> Digest {
+    /// Stores `bytes`. With `framed` (`bytes` preceded by `PackFormat.entryHeaderSize` bytes the
+    /// put may overwrite), bytes stored uncompressed are written with their header in one `pwrite`.
+    func put(bytes: UnsafeRawBufferPointer, framed: UnsafeMutableRawBufferPointer? = nil) throws -> Digest {
         try checkOpen()
         guard bytes.count <= configuration.limits.maximumBlobSize else {
             throw StoreError.limitExceeded("a blob of \(bytes.count) bytes exceeds the limit of \(configuration.limits.maximumBlobSize)")
@@ -24,7 +26,7 @@ extension Store {
         let time = nowSeconds
         if try freshenIfPresent(digest, time: time) { return digest }
 
-        let placement = try appendEntry(digest, bytes: bytes, time: time)
+        let placement = try appendEntry(digest, bytes: bytes, framed: framed, time: time)
         // Until the placement is in the index, collection must not judge the pack by the index.
         defer { packs.settle(placement.location.pack) }
 
@@ -51,22 +53,29 @@ extension Store {
     }
 
     /// Compresses `bytes` (keeping them raw when that is no smaller) and appends them to a pack.
-    /// The caller places the result in the index, then settles the pack.
-    func appendEntry(_ digest: Digest, bytes: UnsafeRawBufferPointer, manifest: Bool = false, time: UInt32) throws -> LogRecord.BlobPlacement {
-        try appendEntry(digest, bytes: bytes, compressed: Zstd.compress(bytes, level: configuration.compressionLevel), manifest: manifest, time: time)
+    /// The frame goes to a pooled buffer, after room for its header (``PackEntry/Payload/framed(_:)``);
+    /// `framed`, when given, is `bytes` with such room, for writing them raw. The caller places the
+    /// result in the index, then settles the pack.
+    func appendEntry(_ digest: Digest, bytes: UnsafeRawBufferPointer, framed: UnsafeMutableRawBufferPointer? = nil, manifest: Bool = false,
+                     time: UInt32) throws -> LogRecord.BlobPlacement {
+        // One byte less than the input for the frame: a frame that is not smaller is not worth storing.
+        try ScratchBuffer.with(count: PackFormat.entryHeaderSize + max(0, bytes.count - 1)) { output in
+            let room = PackFormat.entryHeaderSize
+            let frame = Zstd.compress(bytes, into: UnsafeMutableRawBufferPointer(rebasing: output[room...]), level: configuration.compressionLevel)
+                .map { PackEntry.Payload.framed(UnsafeMutableRawBufferPointer(rebasing: output[..<(room + $0)])) }
+            let entry = NewEntry(digest: digest, bytes: bytes, compressed: frame, framed: framed, manifest: manifest)
+            return try appendEntries([entry], time: time)[0]
+        }
     }
 
-    /// Appends `bytes` to a pack, as `compressed` (their zstd frame) when there is one.
-    func appendEntry(_ digest: Digest, bytes: UnsafeRawBufferPointer, compressed: [UInt8]?, manifest: Bool = false, time: UInt32) throws -> LogRecord.BlobPlacement {
-        try appendEntries([NewEntry(digest: digest, bytes: bytes, compressed: compressed, manifest: manifest)], time: time)[0]
-    }
-
-    /// A blob to append: its bytes, and their zstd frame when compressing helped (made with
-    /// `dictionary` when there is one).
+    /// A blob to append: its bytes (and the same bytes with room for a header in front, when the
+    /// caller has them so), and their zstd frame when compressing helped (made with `dictionary`
+    /// when there is one).
     struct NewEntry {
         var digest: Digest
         var bytes: UnsafeRawBufferPointer
-        var compressed: [UInt8]?
+        var compressed: PackEntry.Payload?
+        var framed: UnsafeMutableRawBufferPointer?
         var manifest = false
         var dictionary: ChunkDictionary?
     }
@@ -76,9 +85,9 @@ extension Store {
     func appendEntries(_ entries: [NewEntry], time: UInt32) throws -> [LogRecord.BlobPlacement] {
         let packEntries = entries.map { entry in
             if let dictionary = entry.dictionary, let frame = entry.compressed {
-                return PackEntry(digest: entry.digest, rawLength: UInt32(entry.bytes.count), frame: .owned(frame), dictionary: dictionary, time: time)
+                return PackEntry(digest: entry.digest, rawLength: UInt32(entry.bytes.count), frame: frame, dictionary: dictionary, time: time)
             }
-            let payload = entry.compressed.map(PackEntry.Payload.owned) ?? .borrowed(entry.bytes)
+            let payload = entry.compressed ?? entry.framed.map(PackEntry.Payload.framed) ?? .borrowed(entry.bytes)
             let header = payload.withUnsafeBytes {
                 PackFormat.entryHeader(digest: entry.digest, compressed: entry.compressed != nil, manifest: entry.manifest,
                                        rawLength: UInt32(entry.bytes.count), payload: $0, time: time)
@@ -186,8 +195,12 @@ extension Store {
         let input = try fileSystem.open(file.path, flags: O_RDONLY, followingSymlinks: true)
         let size = try input.size()
         guard size > UInt64(configuration.chunkingThreshold) else {
-            let bytes = try input.readExactly(Int(size), at: 0)
-            return try bytes.withUnsafeBytes { try put(bytes: $0) }
+            // Read after room for the entry header: stored raw, the blob is written straight from here.
+            return try ScratchBuffer.with(count: PackFormat.entryHeaderSize + Int(size)) { framed in
+                let bytes = UnsafeMutableRawBufferPointer(rebasing: framed[PackFormat.entryHeaderSize...])
+                try input.readExactly(into: bytes, at: 0)
+                return try put(bytes: UnsafeRawBufferPointer(bytes), framed: framed)
+            }
         }
         var offset: UInt64 = 0
         return try putChunked(knownDigest: nil) { buffer in

@@ -138,7 +138,7 @@ extension Store {
             let (compressed, dictionary) = compressChunks(pieces, time: time)
             done()
             let entries = zip(absent, zip(pieces, compressed)).map { index, piece in
-                NewEntry(digest: chunks[index].digest, bytes: piece.0, compressed: piece.1?.frame,
+                NewEntry(digest: chunks[index].digest, bytes: piece.0, compressed: piece.1.map { .owned($0.frame) },
                          dictionary: piece.1?.usesDictionary == true ? dictionary : nil)
             }
             placements = try appendEntries(entries, time: time)

@@ -116,6 +116,36 @@ import Testing
         #expect(throws: StoreError.code(.io)) { try store.put(contentsOf: dir.url.appendingPathComponent("missing")) }
     }
 
+    /// Blobs put from a file are read after room for their header and written from there; they
+    /// must land in the pack byte for byte as the same blobs put from memory.
+    @Test(arguments: [(10_000, false), (10_000, true), (300_000, false), (300_000, true), (1 << 20, false)])
+    func filePutsWriteTheSameEntryAsMemoryPuts(size: Int, compressible: Bool) throws {
+        let dir = TemporaryDirectory()
+        var random = SeededRandom(seed: 11)
+        let data = compressible ? random.compressibleBytes(size) : random.bytes(size)
+        let source = dir.url.appendingPathComponent("source.bin")
+        try data.write(to: source)
+        let clock = TestClock()
+        let fromFile = try Store(at: dir.url.appendingPathComponent("file"), configuration: .testing(clock: clock))
+        let fromMemory = try Store(at: dir.url.appendingPathComponent("memory"), configuration: .testing(clock: clock))
+        let digest = try fromFile.put(contentsOf: source)
+        #expect(try fromMemory.put(data) == digest)
+        let info = try #require(fromFile.info(for: digest))
+        #expect(info == fromMemory.info(for: digest))
+        #expect(compressible ? info.storedSize < size / 2 : info.storedSize == size + PackFormat.entryHeaderSize)
+        #expect(try fromFile.get(digest) == data)
+        try fromFile.close()
+        try fromMemory.close()
+        let entries = try ["file", "memory"].map { name in
+            let pack = try Data(contentsOf: dir.url.appendingPathComponent("\(name)/packs/\(PackFormat.fileName(1))"))
+            return pack[PackFormat.headerSize ..< PackFormat.headerSize + info.storedSize]
+        }
+        #expect(entries[0] == entries[1])
+        let reopened = try Store(at: dir.url.appendingPathComponent("file"), configuration: .testing())
+        #expect(try reopened.get(digest) == data)
+        #expect(try reopened.verify(.init(readData: true)).isClean)
+    }
+
     @Test func packsRollOverAtTheSizeTarget() throws {
         let dir = TemporaryDirectory()
         var configuration = Store.Configuration.testing()

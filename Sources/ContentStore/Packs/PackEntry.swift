@@ -4,11 +4,15 @@ struct PackEntry {
     enum Payload {
         case borrowed(UnsafeRawBufferPointer)
         case owned([UInt8])
+        /// Borrowed, after `PackFormat.entryHeaderSize` bytes of room that the append may fill with
+        /// the entry's header: an entry written alone then takes one `pwrite`, and nothing is copied.
+        case framed(UnsafeMutableRawBufferPointer)
 
         var count: Int {
             switch self {
             case .borrowed(let bytes): bytes.count
             case .owned(let bytes): bytes.count
+            case .framed(let buffer): buffer.count - PackFormat.entryHeaderSize
             }
         }
 
@@ -16,6 +20,7 @@ struct PackEntry {
             switch self {
             case .borrowed(let bytes): try body(bytes)
             case .owned(let bytes): try bytes.withUnsafeBytes(body)
+            case .framed(let buffer): try body(UnsafeRawBufferPointer(rebasing: buffer[PackFormat.entryHeaderSize...]))
             }
         }
     }

@@ -91,7 +91,9 @@ final class PackStore: Sendable {
 
     /// Appends entries in order and returns where each landed. The entries that go into one pack are
     /// written with one `pwrite` (a chunked put appends thousands of small entries: two system calls
-    /// each cost more than copying them together); a lone large entry is written in place, uncopied (``largeEntry``).
+    /// each cost more than copying them together); a lone entry is written in place, uncopied: with
+    /// one `pwrite` when its payload has room for the header in front (``PackEntry/Payload/framed(_:)``),
+    /// else with two when it is large (``largeEntry``).
     func append(_ entries: [PackEntry]) throws -> [BlobLocation] {
         var writeBacks: [(file: File, offset: UInt64, length: UInt64)] = []
         let locations = try state.withLock { state -> [BlobLocation] in
@@ -166,11 +168,19 @@ final class PackStore: Sendable {
     /// they are written.
     private static func write(_ group: ArraySlice<PackEntry>, to active: inout Active) throws -> [UInt64] {
         let start = active.size
-        if group.count == 1, let entry = group.first, entry.dictionaryUse == nil, entry.length > PackStore.largeEntry {
-            try active.file.write(entry.header, at: start)
-            try entry.payload.withUnsafeBytes { try active.file.write($0, at: start + UInt64(entry.header.count)) }
-            active.size += entry.length
-            return [start]
+        if group.count == 1, let entry = group.first, entry.dictionaryUse == nil {
+            if case .framed(let buffer) = entry.payload {
+                entry.header.withUnsafeBytes { buffer.copyMemory(from: $0) }
+                try active.file.write(UnsafeRawBufferPointer(buffer), at: start)
+                active.size += entry.length
+                return [start]
+            }
+            if entry.length > PackStore.largeEntry {
+                try active.file.write(entry.header, at: start)
+                try entry.payload.withUnsafeBytes { try active.file.write($0, at: start + UInt64(entry.header.count)) }
+                active.size += entry.length
+                return [start]
+            }
         }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(Int(group.reduce(0) { $0 + $1.length }))

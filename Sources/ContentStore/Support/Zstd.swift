@@ -11,20 +11,27 @@ enum Zstd {
 
     /// The compressed form of `source`, or nil when compression would not make it smaller.
     static func compress(_ source: UnsafeRawBufferPointer, level: Int) -> [UInt8]? {
-        guard source.count > 0 else { return nil }
-        let context = compressors.withLock { $0.popLast() } ?? Context(pointer: ZSTD_createCCtx()!)
-        defer { compressors.withLock { $0.append(context) } }
         // One byte less than the input: anything that does not fit is not worth storing compressed.
         let capacity = source.count - 1
         guard capacity > 0 else { return nil }
         // Uninitialized: zero-filling (and faulting in) an input-sized buffer per call costs more than it seems.
         var failed = false
         let output = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
-            let written = ZSTD_compressCCtx(context.pointer, buffer.baseAddress, capacity, source.baseAddress, source.count, Int32(level))
-            failed = ZSTD_isError(written) != 0
-            count = failed ? 0 : written
+            let written = compress(source, into: UnsafeMutableRawBufferPointer(buffer), level: level)
+            failed = written == nil
+            count = written ?? 0
         }
         return failed ? nil : output
+    }
+
+    /// Compresses `source` into `destination` and returns the frame's length, or nil when the frame
+    /// would not fit (a `destination` one byte shorter than `source` keeps only frames that are smaller).
+    static func compress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, level: Int) -> Int? {
+        guard source.count > 0, destination.count > 0 else { return nil }
+        let context = compressors.withLock { $0.popLast() } ?? Context(pointer: ZSTD_createCCtx()!)
+        defer { compressors.withLock { $0.append(context) } }
+        let written = ZSTD_compressCCtx(context.pointer, destination.baseAddress, destination.count, source.baseAddress, source.count, Int32(level))
+        return ZSTD_isError(written) != 0 ? nil : written
     }
 
     /// The frame of `source` compressed with `dictionary`, or nil when it would not be smaller than
