@@ -49,11 +49,11 @@ extension Store {
         try checkOpen()
         let result: T
         let flushTo: UInt64
-        let committed: SortedMap<String, Record>?
-        writer.wait()
+        let committed: Bool
+        writer.lock()
         do {
             // Released before the flush, so the next transaction joins this one's group commit.
-            defer { writer.signal() }
+            defer { writer.unlock() }
             var transaction = Transaction(base: core.withLock { $0.state.records }, limits: configuration.limits)
             result = try body(&transaction)
             let changes = transaction.effectiveChanges
@@ -62,23 +62,31 @@ extension Store {
                 // it may have read (or rewritten unchanged) a commit that another writer has not synced yet.
                 // (Read only then: it takes the lock every committer contends for.)
                 flushTo = wal.appendedLSN
-                committed = nil
+                committed = false
             } else {
-                let commit = try self.commit(changes)
-                flushTo = commit.lsn
-                committed = commit.records
+                flushTo = try commit(changes)
+                committed = true
             }
         }
-        try wal.flush(upTo: flushTo, synchronously: configuration.durability == .full)
-        if let committed {
-            published.withLock { $0.publish(committed, lsn: flushTo) }
+        let synchronously = configuration.durability == .full
+        try wal.flush(upTo: flushTo, synchronously: synchronously)
+        if committed {
+            publish(upTo: flushTo, synchronously: synchronously)
             scheduleCheckpointIfNeeded()
         }
         return result
     }
 
+    /// Publishes at least the commit logged at `lsn`, and every later one the log has made as durable.
+    private func publish(upTo lsn: UInt64, synchronously: Bool) {
+        guard publishedLSN.load(ordering: .acquiring) < lsn else { return }
+        let covered = max(lsn, synchronously ? wal.durableLSN : wal.writtenLSN)
+        published.withLock { publishedLSN.store($0.publish(upTo: covered), ordering: .releasing) }
+    }
+
     /// Applies and logs a transaction's changes under the core lock.
-    private func commit(_ changes: [LogRecord.Change]) throws -> (lsn: UInt64, records: SortedMap<String, Record>) {
+    /// Returns the commit's LSN.
+    private func commit(_ changes: [LogRecord.Change]) throws -> UInt64 {
         return try core.withLock { core in
             guard core.isOpen else { throw Store.closedError }
             // Taken under the lock so commit times rise with LSNs (``Published/horizon`` relies on it).
@@ -96,8 +104,8 @@ extension Store {
                 // Checked above, so unreachable short of a bug; the log already has the record, so stop here.
                 throw StoreError(code: .corrupted, message: "commit could not be applied: \(error)")
             }
-            published.withLock { $0.applied(lsn: lsn, time: time) }
-            return (lsn, core.state.records)
+            published.withLock { $0.applied(lsn: lsn, time: time, records: core.state.records) }
+            return lsn
         }
     }
 }

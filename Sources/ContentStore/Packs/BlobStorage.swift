@@ -66,6 +66,8 @@ protocol RecordLog: AnyObject, Sendable {
     var appendedLSN: UInt64 { get }
     /// The position up to which everything is on stable storage.
     var durableLSN: UInt64 { get }
+    /// The position up to which everything is written (not necessarily on stable storage).
+    var writtenLSN: UInt64 { get }
     /// Returns once everything up to `lsn` is written (and, when `synchronously`, durable).
     func flush(upTo lsn: UInt64, synchronously: Bool) throws
     /// Flushes durably and starts a new segment, returning its number: what a checkpoint covers ends here.
