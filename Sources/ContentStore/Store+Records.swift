@@ -54,9 +54,13 @@ extension Store {
         do {
             // Released before the flush, so the next transaction joins this one's group commit.
             defer { writer.unlock() }
-            var transaction = Transaction(base: core.withLock { $0.state.records }, limits: configuration.limits)
-            result = try body(&transaction)
-            let changes = transaction.effectiveChanges
+            let changes: [LogRecord.Change]
+            do {
+                // Ends before the commit: a base still held would make it copy the path it changes.
+                var transaction = Transaction(base: core.withLock { $0.state.records }, limits: configuration.limits)
+                result = try body(&transaction)
+                changes = transaction.effectiveChanges
+            }
             if changes.isEmpty {
                 // A transaction that changed nothing still returns only once the state it saw is durable:
                 // it may have read (or rewritten unchanged) a commit that another writer has not synced yet.
@@ -68,20 +72,34 @@ extension Store {
                 committed = true
             }
         }
-        let synchronously = configuration.durability == .full
-        try wal.flush(upTo: flushTo, synchronously: synchronously)
-        if committed {
-            publish(upTo: flushTo, synchronously: synchronously)
-            scheduleCheckpointIfNeeded()
-        }
+        try flushLog(upTo: flushTo, synchronously: configuration.durability == .full)
+        if committed { scheduleCheckpointIfNeeded() }
         return result
     }
 
-    /// Publishes at least the commit logged at `lsn`, and every later one the log has made as durable.
-    private func publish(upTo lsn: UInt64, synchronously: Bool) {
+    /// Returns once the log is written up to `lsn` (and, when `synchronously`, durable), and what it
+    /// covers is published. Each batch is taken under the core lock, where the records as of its end
+    /// are noted for publishing.
+    func flushLog(upTo lsn: UInt64, synchronously: Bool) throws {
+        try wal.flush(upTo: lsn, synchronously: synchronously) { take in
+            try core.withLock { core in try takeBatch(take, core: &core) }
+        }
+        // The first committer of a batch to get here publishes all of it; the others skip the lock.
         guard publishedLSN.load(ordering: .acquiring) < lsn else { return }
         let covered = max(lsn, synchronously ? wal.durableLSN : wal.writtenLSN)
-        published.withLock { publishedLSN.store($0.publish(upTo: covered), ordering: .releasing) }
+        // The replaced versions are returned, so they are freed after the lock is released.
+        _ = published.withLock { published in
+            let (lsn, replaced) = published.publish(upTo: covered)
+            publishedLSN.store(lsn, ordering: .releasing)
+            return replaced
+        }
+    }
+
+    /// Takes a log batch (``BatchTaking``) with the core lock held, so the records are as of its
+    /// end, and notes them for publishing.
+    func takeBatch(_ take: () throws -> UInt64, core: inout Core) throws {
+        let end = try take()
+        published.withLock { $0.taken(core.state.records, upTo: end) }
     }
 
     /// Applies and logs a transaction's changes under the core lock.
@@ -104,7 +122,7 @@ extension Store {
                 // Checked above, so unreachable short of a bug; the log already has the record, so stop here.
                 throw StoreError(code: .corrupted, message: "commit could not be applied: \(error)")
             }
-            published.withLock { $0.applied(lsn: lsn, time: time, records: core.state.records) }
+            published.withLock { $0.applied(lsn: lsn, time: time) }
             return lsn
         }
     }

@@ -110,7 +110,7 @@ public final class Store: Sendable {
             packs.close()
             lockFile.withLock { $0 = nil }
         }
-        try wal.close()
+        try wal.close { take in try core.withLock { core in try takeBatch(take, core: &core) } }
         try packs.synchronize()
     }
 

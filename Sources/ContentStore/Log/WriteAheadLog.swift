@@ -153,7 +153,7 @@ final class WriteAheadLog: Sendable {
     ///
     /// The first caller to find no leader leads a batch; the others sleep until it stops, then return
     /// if it covered them, or else one of them leads the next batch.
-    func flush(upTo lsn: UInt64, synchronously: Bool) throws {
+    func flush(upTo lsn: UInt64, synchronously: Bool, takingBatch: BatchTaking) throws {
         while true {
             let covered = synchronously ? durableMirror.load(ordering: .acquiring) : writtenMirror.load(ordering: .acquiring)
             if covered >= lsn { return }
@@ -161,7 +161,7 @@ final class WriteAheadLog: Sendable {
             if startLeading() {
                 defer { stopLeading() }
                 if synchronously { gather() }
-                try leadBatch(synchronously: synchronously)
+                try leadBatch(synchronously: synchronously, takingBatch: takingBatch)
             } else {
                 waitForLeader()
             }
@@ -186,7 +186,7 @@ final class WriteAheadLog: Sendable {
     }
 
     /// Runs `body` as the leader, once the current one stops: no batch is taken or written meanwhile.
-    private func whileLeading<T>(_ body: () throws -> T) throws -> T {
+    func whileLeading<T>(_ body: () throws -> T) throws -> T {
         while !startLeading() { waitForLeader() }
         defer { stopLeading() }
         return try body()
@@ -214,8 +214,14 @@ final class WriteAheadLog: Sendable {
     }
 
     /// Takes, writes and (when `synchronously`) syncs the next batch. The caller leads.
-    private func leadBatch(synchronously: Bool) throws {
-        let batch = try state.withLock { state in try startBatch(&state, synchronously: synchronously) }
+    private func leadBatch(synchronously: Bool, takingBatch: BatchTaking) throws {
+        var batch: Batch?
+        try takingBatch {
+            let taken = try state.withLock { state in try startBatch(&state, synchronously: synchronously) }
+            batch = taken
+            return taken.endLSN
+        }
+        guard let batch else { preconditionFailure("the batch-taking wrapper did not take the batch") }
         try lead(batch, synchronously: synchronously)
     }
 
@@ -240,31 +246,31 @@ final class WriteAheadLog: Sendable {
         return failure
     }
 
-    /// Flushes everything durably and starts a new segment; returns its number. The caller holds the
-    /// lock that orders appends, so no record can land on either side of the cut by accident.
-    func rotate() throws -> UInt64 {
-        try whileLeading {
-            try leadBatch(synchronously: true)
-            return try state.withLock { state in
-                if let failure = state.failure { throw failure }
-                precondition(state.pending.isEmpty, "rotate() needs appends stopped")
-                do {
-                    try startNextSegment(&state)
-                } catch {
-                    // The next segment may exist half made: appending on to this one would leave commits
-                    // in a segment that is no longer the last, where a torn tail is taken for damage.
-                    throw fail(&state, error)
-                }
-                return state.segment.number
+    /// Flushes everything durably and starts a new segment; returns its number. The caller leads
+    /// (``whileLeading(_:)``) and holds the lock that orders appends, so no record can land on either
+    /// side of the cut by accident.
+    func rotate(takingBatch: BatchTaking) throws -> UInt64 {
+        precondition(leading.load(ordering: .relaxed), "rotate() needs the lead")
+        try leadBatch(synchronously: true, takingBatch: takingBatch)
+        return try state.withLock { state in
+            if let failure = state.failure { throw failure }
+            precondition(state.pending.isEmpty, "rotate() needs appends stopped")
+            do {
+                try startNextSegment(&state)
+            } catch {
+                // The next segment may exist half made: appending on to this one would leave commits
+                // in a segment that is no longer the last, where a torn tail is taken for damage.
+                throw fail(&state, error)
             }
+            return state.segment.number
         }
     }
 
     /// Flushes everything durably and cuts the zeros off the segment, so a store closed cleanly holds
     /// only frames. The caller has stopped appends.
-    func close() throws {
+    func close(takingBatch: BatchTaking) throws {
         try whileLeading {
-            try leadBatch(synchronously: true)
+            try leadBatch(synchronously: true, takingBatch: takingBatch)
             try state.withLock { state in
                 if let failure = state.failure { throw failure }
                 guard state.segment.allocatedSize > state.segment.size else { return }
