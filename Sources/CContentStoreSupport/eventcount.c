@@ -15,8 +15,12 @@ uint32_t cs_event_key(const uint32_t *word) {
 void cs_event_wait(uint32_t *word, uint32_t key, int64_t timeout_ns) {
 #if defined(__linux__)
     struct timespec timeout = { .tv_sec = timeout_ns / 1000000000, .tv_nsec = timeout_ns % 1000000000 };
+    // Counted before the kernel compares the word with `key`, so a notifier that changed the word
+    // either sees the count (and wakes) or changed it before the comparison (which then fails).
+    __atomic_add_fetch(word + 1, 1, __ATOMIC_SEQ_CST);
     // Returns at once when the word no longer holds `key`; spurious returns are the caller's to handle.
     syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, key, timeout_ns < 0 ? NULL : &timeout, NULL, 0);
+    __atomic_sub_fetch(word + 1, 1, __ATOMIC_SEQ_CST);
 #else
     (void)word; (void)key; (void)timeout_ns;
     sched_yield();
@@ -26,6 +30,9 @@ void cs_event_wait(uint32_t *word, uint32_t key, int64_t timeout_ns) {
 void cs_event_notify_all(uint32_t *word) {
     __atomic_add_fetch(word, 1, __ATOMIC_SEQ_CST);
 #if defined(__linux__)
-    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+    // Most notifications (a writer committing alone) find no one asleep: spare the system call.
+    if (__atomic_load_n(word + 1, __ATOMIC_SEQ_CST) != 0) {
+        syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+    }
 #endif
 }

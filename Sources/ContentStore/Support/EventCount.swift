@@ -9,9 +9,10 @@ internal import CContentStoreSupport
 /// key; a notifier changes the condition (with sequentially consistent atomics, or under a lock),
 /// then calls ``notifyAll()``. A notification between the check and the wait makes the wait return.
 final class EventCount: @unchecked Sendable {
-    private let word = UnsafeMutablePointer<UInt32>.allocate(capacity: 1)
+    /// The word, then the count of sleepers.
+    private let word = UnsafeMutablePointer<UInt32>.allocate(capacity: 2)
 
-    init() { word.initialize(to: 0) }
+    init() { word.initialize(repeating: 0, count: 2) }
 
     deinit { word.deallocate() }
 
