@@ -96,7 +96,7 @@ extension Store {
     }
 
     /// The bytes of the blob with `digest`. Recently got blobs come from the read cache
-    /// (``Configuration/readCacheSize``), re-hashed like blobs read from their pack.
+    /// (``Configuration/readCacheSize``), which holds only bytes verified as they were read.
     ///
     /// - Throws: `notFound` if the store does not hold it; `limitExceeded` if it is larger than
     ///   ``Limits/maximumGetSize`` (``export(_:to:)`` streams it instead); `corrupted`, naming the
@@ -105,6 +105,8 @@ extension Store {
     ///   are never returned.
     public func get(_ digest: Digest) throws -> Data {
         try checkOpen()
+        // A hit counts only while the index holds the blob: a collected blob is notFound, cached or not.
+        if let cached = cache.blob(digest), contains(digest) { return cached }
         let (entry, file) = try locate(digest)
         // An entry claiming more than its stored bytes can hold is damage, whatever the size limit.
         if !entry.isManifest {
@@ -115,11 +117,6 @@ extension Store {
             throw StoreError.limitExceeded("blob \(digest) is \(size) bytes; get returns at most \(configuration.limits.maximumGetSize) (export streams it)")
         }
         guard entry.isManifest else {
-            if let cached = cache.blob(digest) {
-                // Re-hashed like bytes read from a pack: bytes damaged in memory are not returned either.
-                if !configuration.verifiesReads || Digest.sha256(cached) == digest { return cached }
-                cache.remove(digest)
-            }
             let blob = try readBlob(digest, entry: entry, from: file)
             cache.insert(blob, for: digest)
             return blob

@@ -41,13 +41,14 @@ extension Store {
         public var durability: Durability = .full
         /// How long a blob must have been unreferenced before ``Store/collectGarbage(_:)`` removes it. Default one hour.
         public var garbageGracePeriod: Duration = .seconds(3600)
-        /// Whether ``Store/get(_:)`` re-hashes what it returns, read from a pack or from the read cache
-        /// (``readCacheSize``). Default true.
+        /// Whether ``Store/get(_:)`` re-hashes what it reads from a pack before returning it (without,
+        /// the pack entry's CRC32C is checked). Blobs served from the read cache (``readCacheSize``)
+        /// passed that check when they were read. Default true.
         public var verifiesReads: Bool = true
-        /// Bytes of decoded blobs ``Store/get(_:)`` keeps in memory, so getting a blob again skips the
-        /// pack read and the decompression (not the re-hash: see ``verifiesReads``). Blobs over a
-        /// sixteenth of it are not kept. 0 turns the cache off. Default 32 MiB.
-        public var readCacheSize: Int = 32 << 20
+        /// Bytes of decoded, verified blobs ``Store/get(_:)`` keeps in memory, so getting a blob again
+        /// skips the pack read, the decompression and the re-hash. Blobs over a sixteenth of it are
+        /// not kept. 0 turns the cache off. Default 64 MiB.
+        public var readCacheSize: Int = 64 << 20
         /// The clock used for grace periods; injectable for tests.
         public var now: @Sendable () -> Date = { Date() }
         /// Size limits.

@@ -19,6 +19,23 @@ extension Store {
         try body(try makeSnapshot())
     }
 
+    /// Runs `body` on the latest committed records without registering a snapshot, which costs the
+    /// store's central lock and a registration: for short reads from threads that contend for it.
+    ///
+    /// The records `body` sees are one consistent state, and a blob it gets is right or `notFound`:
+    /// without a pin, a blob that a newer commit dropped can be collected meanwhile (once its grace
+    /// period has passed). Then `body` runs again on a snapshot (``read(_:)``), so it sees what
+    /// ``read(_:)`` would have; it may run twice and must have no other effects.
+    package func readLatest<T>(_ body: (Snapshot) throws -> T) throws -> T {
+        try checkOpen()
+        let latest = Snapshot(records: published.withLock { $0.records }, store: self, pin: nil)
+        do {
+            return try body(latest)
+        } catch let error as StoreError where error.code == .notFound {
+            return try read(body)
+        }
+    }
+
     /// A snapshot that stays consistent, and keeps the blobs it references from collection, for as
     /// long as it (or a copy) exists. ``read(_:)`` is the scoped form; use this for readers that
     /// outlive one call, such as a lazy iterator.

@@ -34,7 +34,7 @@ extension ProjectStorage {
     ///   or asset (`underlying` has code `notFound`) or unreadable bytes (`corrupted`).
     public func asset(named name: String, inProject id: UUID) throws -> Data {
         do {
-            return try store.read { view in
+            return try store.readLatest { view in
                 let assets = try projectAssets(id, in: view)
                 guard let digest = assets.digests[name] else {
                     throw StoreError(code: .notFound, message: "project \(id.uuidString) has no asset \"\(AssetName.describe(name))\"")
@@ -66,7 +66,7 @@ extension ProjectStorage {
     ///   project `underlying` has code `notFound`.
     public func assetNames(inProject id: UUID) throws -> [String] {
         do {
-            return try store.read { try projectAssets(id, in: $0).sortedNames }
+            return try store.readLatest { try projectAssets(id, in: $0).sortedNames }
         } catch {
             throw WarehouseError.fetchFailed(projectID: id, stepID: nil, underlying: error)
         }
@@ -78,7 +78,7 @@ extension ProjectStorage {
     ///   step or asset (`underlying` has code `notFound`) or unreadable bytes (`corrupted`).
     public func asset(named name: String, inStep stepID: UUID, ofProject id: UUID) throws -> Data {
         do {
-            return try store.read { view in
+            return try store.readLatest { view in
                 let step = try stepRecord(stepID, of: id, in: view)
                 guard let digest = step.assets.digests[name] else {
                     throw StoreError(code: .notFound, message: "step \(stepID.uuidString) of project \(id.uuidString) has no asset \"\(AssetName.describe(name))\"")

@@ -100,7 +100,7 @@ public final class ProjectStorage: Sendable {
     /// - Throws: ``WarehouseError/fetchFailed(projectID:stepID:underlying:)``.
     public func projectIDs(sortedBy property: ProjectSortProperty, descending: Bool) throws -> [UUID] {
         do {
-            var entries = try store.read { snapshot -> [(id: UUID, date: Date)] in
+            var entries = try store.readLatest { snapshot -> [(id: UUID, date: Date)] in
                 try snapshot.keys(withPrefix: Keys.projectPrefix).compactMap { key in
                     guard let id = Keys.projectID(fromProjectKey: key), let record = try snapshot.record(forKey: key) else { return nil }
                     let project = try ProjectRecord(record, includingSteps: false)
@@ -134,7 +134,7 @@ public final class ProjectStorage: Sendable {
                 let project = try ProjectRecord(try projectRecord(id, in: store.record(forKey: Keys.project(id))), includingSteps: options.contains(.stepIDs))
                 return snapshot(project, userData: nil)
             }
-            return try store.read { view in
+            return try store.readLatest { view in
                 let project = try ProjectRecord(try projectRecord(id, in: view.record(forKey: Keys.project(id))), includingSteps: options.contains(.stepIDs))
                 return snapshot(project, userData: try project.userData.map { try view.get($0) } ?? Data())
             }
@@ -149,7 +149,7 @@ public final class ProjectStorage: Sendable {
     ///   unknown or the step is not one of its steps (`underlying` has code `notFound`).
     public func fetchStep(_ stepID: UUID, fromProject projectID: UUID) throws -> Step {
         do {
-            return try store.read { view in
+            return try store.readLatest { view in
                 let step = try stepRecord(stepID, of: projectID, in: view)
                 let userData = try step.userData.map { try view.get($0) } ?? Data()
                 return Step(id: stepID, projectID: projectID, userData: userData, assetNames: step.assets.sortedNames)
@@ -243,7 +243,7 @@ public final class ProjectStorage: Sendable {
     /// - Throws: ``WarehouseError/calculateSizeFailed(projectID:underlying:)``.
     public func storageSize() throws -> UInt64 {
         do {
-            let digests = try store.read { view in
+            let digests = try store.readLatest { view in
                 var digests = Set<Digest>()
                 for key in try view.keys(withPrefix: Keys.root) {
                     if let record = try view.record(forKey: key) { digests.formUnion(record.references) }
@@ -264,7 +264,7 @@ public final class ProjectStorage: Sendable {
     ///   project `underlying` has code `notFound`.
     public func sizeOfProject(_ id: UUID) throws -> UInt64 {
         do {
-            let digests = try store.read { view in
+            let digests = try store.readLatest { view in
                 var digests = Set(try projectRecord(id, in: view.record(forKey: Keys.project(id))).references)
                 if let assets = try view.record(forKey: Keys.assets(id)) { digests.formUnion(assets.references) }
                 for key in try view.keys(withPrefix: Keys.steps(id)) {

@@ -4,24 +4,31 @@ import Synchronization
 import Testing
 @testable import ContentStore
 
-/// The read cache: bounded, evicting by second chance, and never a way around verification.
+/// The read cache: bounded, evicting by second chance, holding only verified bytes.
 @Suite struct BlobCacheTests {
-    @Test func aCachedBlobIsReHashedAndDamageInMemoryIsNotReturned() throws {
+    /// A hit is served from memory, where the pack's damage cannot reach it; once the blob leaves the
+    /// cache, the next get reads the pack again, re-hashes it and reports the damage.
+    @Test(arguments: [true, false])
+    func aCachedBlobIsTheVerifiedCopyAndPackDamageIsCaughtOnTheNextRead(verifiesReads: Bool) throws {
         let dir = TemporaryDirectory()
-        let store = try Store(at: dir.store, configuration: .testing())
+        var configuration = Store.Configuration.testing()
+        configuration.verifiesReads = verifiesReads
+        let store = try Store(at: dir.store, configuration: configuration)
         var random = SeededRandom(seed: 1)
         let data = random.compressibleBytes(20_000)
         let digest = try store.put(data)
         #expect(try store.get(digest) == data)
         #expect(store.cache.blob(digest) == data, "a get keeps the verified blob")
 
-        // Bytes changed in memory after they were verified: the get re-reads the pack instead.
-        store.cache.remove(digest)
-        var damaged = data
-        damaged[100] ^= 1
-        store.cache.insert(damaged, for: digest)
+        let entry = try #require(store.core.withLock { $0.state.blobs[digest] })
+        try flipBitInPlace(store.packs.path(of: entry.location.pack),
+                           at: entry.location.offset + UInt64(PackFormat.entryHeaderSize) + UInt64(entry.storedLength / 2))
         #expect(try store.get(digest) == data)
-        #expect(store.cache.blob(digest) == data)
+        store.cache.remove(digest)
+        let error = try #require(throws: StoreError.self) { try store.get(digest) }
+        #expect(error.code == .corrupted)
+        #expect(error.offset == entry.location.offset)
+        #expect(store.cache.blob(digest) == nil, "damaged bytes are never cached")
         try store.close()
     }
 

@@ -203,6 +203,29 @@ import Testing
         #expect(!store.contains(digest))
     }
 
+    /// The unpinned view of `readLatest` does not protect what it sees: when a blob it reads was
+    /// dropped and collected meanwhile, the read runs again on a snapshot and sees the newer state.
+    @Test func readLatestReadsAgainOnASnapshotWhenItsBlobWasCollected() throws {
+        let dir = TemporaryDirectory()
+        let store = try Store(at: dir.store, configuration: .testing())
+        let old = try store.put(Data("old".utf8)), new = try store.put(Data("new".utf8))
+        try store.write { try $0.setRecord(Record(references: [old]), forKey: "k") }
+
+        var runs = 0
+        let read = try store.readLatest { view -> Data in
+            runs += 1
+            let reference = try #require(try view.record(forKey: "k")?.references.first)
+            if runs == 1 {  // a writer replaces the reference and a collection takes the old blob
+                try store.write { try $0.setRecord(Record(references: [new]), forKey: "k") }
+                #expect(try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero)).blobsRemoved == 1)
+            }
+            return try view.get(reference)
+        }
+        #expect(read == Data("new".utf8))
+        #expect(runs == 2)
+        #expect(throws: StoreError.code(.notFound)) { try store.readLatest { try $0.get(old) } }
+    }
+
     @Test func aSnapshotTakenBeforeTheClockStepsBackStillProtects() throws {
         let dir = TemporaryDirectory()
         let clock = TestClock()

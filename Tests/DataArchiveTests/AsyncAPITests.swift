@@ -40,6 +40,30 @@ import Testing
         #expect(try await archive.allVersions(forKey: "doc").map(text) == ["4", "3", "2", "1"])
     }
 
+    /// Async changes commit on the caller's thread when their key is idle and on the workers when
+    /// another task is committing: either way, every task's changes land in its own order, and a
+    /// failure is thrown to the task that made it.
+    @Test func concurrentTasksCommitInOrderAndFailuresReachTheirCaller() async throws {
+        let archive = DataArchive(rootUrl: directory.url)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for task in 0 ..< 16 {
+                group.addTask {
+                    for version in 0 ..< 20 {
+                        try await archive.archiveCurrent(andSet: bytes("\(task).\(version)"), forKey: "doc \(task)")
+                        archive.set(key: "doc \(task)", data: bytes("\(task).\(version)!"))   // queued on the lane
+                    }
+                    await #expect(throws: StoreError.self) { try await archive.set(bytes("x"), forKey: "") }
+                }
+            }
+            try await group.waitForAll()
+        }
+        for task in 0 ..< 16 {
+            let expected = [bytes("\(task).19!")] + (0 ..< 19).reversed().map { bytes("\(task).\($0)!") }
+            #expect(try await archive.allVersions(forKey: "doc \(task)") == expected)
+        }
+        #expect(archive.keys.count == 16)
+    }
+
     @Test func versionsStreamIsLazyAndReadsOneSnapshot() async throws {
         let store = try makeStore(directory)
         defer { try? store.close() }

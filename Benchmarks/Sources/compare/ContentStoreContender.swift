@@ -13,9 +13,10 @@ final class ContentStoreContender: Contender {
     /// CPU seconds of the ingest worker threads themselves.
     let workerCPU = Mutex<Double>(0)
 
-    init(directory: String) throws {
+    init(directory: String, readCacheMiB: Int? = nil) throws {
         var configuration = Store.Configuration()
         configuration.logger.logLevel = .warning  // results go to stdout; the store's info logs would mix in
+        if let readCacheMiB { configuration.readCacheSize = readCacheMiB << 20 }
         store = try Store(at: URL(fileURLWithPath: directory), configuration: configuration)
     }
 

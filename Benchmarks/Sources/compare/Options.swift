@@ -7,6 +7,8 @@ struct Options {
     var commitSeconds = 1.5
     var readSeconds = 1.0
     var readBlocks = 20_000
+    /// ContentStore's `readCacheSize` in MiB; nil = its default.
+    var readCacheMiB: Int?
     var output = "Docs/benchmarks"
     var external = true
     var keepScratch = false
@@ -43,6 +45,7 @@ struct Options {
           --commit-seconds S   length of each durable-commit run (default 1.5)
           --read-seconds S     length of each point-read run (default 1.0)
           --read-blocks N      4 KiB blobs in each point-read store (default 20000)
+          --read-cache-mib N   ContentStore's read cache in MiB (default: its configuration's default)
           --output DIR         where the report goes (default Docs/benchmarks)
           --no-external        skip restic and git
           --keep-scratch       leave the scratch directory (CONTENTSTORE_BENCH_DIR) in place
@@ -96,6 +99,7 @@ struct Options {
             case "--commit-seconds": options.commitSeconds = number(argument)
             case "--read-seconds": options.readSeconds = number(argument)
             case "--read-blocks": options.readBlocks = number(argument)
+            case "--read-cache-mib": options.readCacheMiB = number(argument)
             case "--output": options.output = value(argument)
             case "--no-external": options.external = false
             case "--keep-scratch": options.keepScratch = true

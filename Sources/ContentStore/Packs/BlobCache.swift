@@ -6,10 +6,12 @@ import Synchronization
 /// it holds (``Store/Configuration/readCacheSize``); evicts by CLOCK (second chance), so a blob got
 /// again since the hand last passed stays.
 ///
-/// It is no substitute for verification: ``Store/get(_:)`` re-hashes a cached blob as it re-hashes
-/// one read from a pack (with ``Store/Configuration/verifiesReads``). Content addressing means an
-/// entry never goes stale; a blob that collection drops is no longer in the index, which `get`
-/// consults first, and its entry ages out.
+/// It holds only bytes that passed verification as they were read from their pack (with
+/// ``Store/Configuration/verifiesReads``, their re-hash), and serves them without hashing them
+/// again: verification guards against damage on the disk, which a cached copy does not see, and
+/// re-hashing every hit cost more than the rest of it. Content addressing means an entry never goes
+/// stale; a blob that collection drops is no longer in the index, which `get` consults first, and
+/// its entry ages out.
 final class BlobCache: Sendable {
     private struct Slot {
         var digest: Digest
@@ -60,7 +62,7 @@ final class BlobCache: Sendable {
         }
     }
 
-    /// Forgets `digest` (a cached blob that failed its re-hash).
+    /// Forgets `digest`.
     func remove(_ digest: Digest) {
         state.withLock { state in
             guard let index = state.positions[digest] else { return }

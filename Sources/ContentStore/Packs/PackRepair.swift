@@ -15,11 +15,15 @@ import Glibc
 /// exists was deleted by collection after its blobs moved or died, and nothing is written for it:
 /// the directory is synced before a commit relies on a new pack, so a pack a commit needs is never
 /// missing for want of that.
+///
+/// The ranges a pack's commits carried continue it where its synced or carried bytes end, so in log
+/// order each starts at or before the pack's end. One that starts past it is not one the store wrote
+/// (a forged or misdirected record): it is `corrupted`, and nothing is written far beyond the end.
 struct PackRepair {
     let directory: String
     let fileSystem: FileSystem
-    /// Open packs by id; nil for a pack that does not exist.
-    private var files: [UInt32: File?] = [:]
+    /// Open packs by id, with their sizes as restored so far; nil for a pack that does not exist.
+    private var files: [UInt32: (file: File, size: UInt64)?] = [:]
     private var written: [UInt32: File] = [:]
     /// One more than the highest pack the WAL carried bytes for.
     private(set) var firstNewPackID: UInt32 = 1
@@ -34,8 +38,13 @@ struct PackRepair {
 
     mutating func restore(_ logged: LogRecord.PackBytes) throws {
         firstNewPackID = max(firstNewPackID, logged.pack &+ 1)
-        guard let file = try file(logged.pack) else { return }
+        guard let (file, size) = try file(logged.pack) else { return }
+        guard logged.offset <= size else {
+            throw StoreError.corrupted("the WAL carries bytes for pack \(logged.pack) from offset \(logged.offset), past its end at \(size)",
+                                       path: file.path, offset: logged.offset)
+        }
         try file.write(logged.bytes, at: logged.offset)
+        files[logged.pack] = (file, max(size, logged.offset + UInt64(logged.bytes.count)))
         written[logged.pack] = file
     }
 
@@ -44,11 +53,12 @@ struct PackRepair {
         for file in written.values { try file.synchronizeData() }
     }
 
-    private mutating func file(_ pack: UInt32) throws -> File? {
+    private mutating func file(_ pack: UInt32) throws -> (file: File, size: UInt64)? {
         if let known = files[pack] { return known }
         let path = directory + "/" + PackFormat.fileName(pack)
         let file = fileSystem.kind(of: path) == .missing ? nil : try fileSystem.open(path, flags: O_RDWR)
-        files[pack] = file
-        return file
+        let opened = try file.map { ($0, try $0.size()) }
+        files[pack] = opened
+        return opened
     }
 }

@@ -8,7 +8,8 @@ import Synchronization
 public struct Snapshot: Sendable {
     let records: SortedMap<String, Record>
     let store: Store
-    let pin: SnapshotRegistry.Pin
+    /// Nil for the unregistered view of ``Store/readLatest(_:)``.
+    let pin: SnapshotRegistry.Pin?
 
     /// The record under `key` in this snapshot.
     public func record(forKey key: String) throws -> Record? {

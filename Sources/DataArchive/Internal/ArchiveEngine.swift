@@ -38,6 +38,8 @@ final class ArchiveEngine: Sendable {
     }
 
     private let source: Mutex<Source>
+    /// Set while an async mutation commits on its caller's thread (``mutate(_:_:)``).
+    let inlineCommit = Atomic<Bool>(false)
     private let registryPath: String?
 
     private init(directory: URL, source: Source, registryPath: String?) {

@@ -1,5 +1,6 @@
 import ContentStore
 import Foundation
+import Synchronization
 
 /// A job on the operations executor: store work in a closure, or a mutation of one key.
 ///
@@ -50,6 +51,15 @@ struct Mutation: Sendable {
         case failure(any Error)
         /// `toData` returned nil; nothing changed.
         case unconvertible
+
+        /// Returns on success; throws the failure, or `invalidArgument` for an unconvertible value.
+        func get() throws {
+            switch self {
+            case .success: return
+            case .failure(let error): throw error
+            case .unconvertible: throw StoreError(code: .invalidArgument, message: "the value could not be converted to data")
+            }
+        }
     }
 
     let engine: ArchiveEngine
@@ -77,6 +87,14 @@ struct Mutation: Sendable {
                 return nil
             }
         }
+    }
+
+    /// Applies one change to `key` on the calling thread, which holds the key's lane, and returns
+    /// its outcome.
+    static func apply(alone change: Change, key: String, engine: ArchiveEngine) -> Outcome {
+        let outcome = Mutex<Outcome>(.success)
+        apply([Mutation(engine: engine, key: key, change: change) { result in outcome.withLock { $0 = result } }])
+        return outcome.withLock { $0 }
     }
 
     /// Applies consecutive mutations of one key (one lane, so one key and one engine).
