@@ -9,9 +9,10 @@ extension Store {
     /// Bytes a chunked put reads per batch: large enough that the handoff between the reading and
     /// the storing thread costs nothing, small enough that the batches in flight stay a few MiB.
     static let chunkingBatchSize = 2 << 20
-    /// Batches handed to the storing thread and not yet stored: the reading thread fills the next
-    /// batch while these wait or are stored, so memory holds three batches (and the compressed
-    /// forms of one). Two rather than one: the reader need not wait for a batch's storing to end.
+    /// Batches handed to the storing thread and not yet compressed: the reading thread fills the
+    /// next batch while these wait or are compressed and one more is written, so memory holds four
+    /// batches (and the compressed forms of one). Two rather than one: the reader need not wait for
+    /// a batch's compression to end.
     static let chunkingBatchesInFlight = 2
     /// A chunked put flushes the WAL after this many batches (64 MiB), so the records it buffers
     /// stay bounded too (and, with ``Durability/full``, what it stored so far is durable).
@@ -126,14 +127,16 @@ extension Store {
     }
 
     /// Stores the chunks of one batch: those the index lacks are compressed, written and placed
-    /// (one WAL record for the batch), the others freshened.
-    func storeChunks(_ batch: [UInt8], _ chunks: [CutChunk], time: UInt32) throws {
+    /// (one WAL record for the batch), the others freshened. `compressed` is called once the
+    /// compressing threads are done with the batch.
+    func storeChunks(_ batch: [UInt8], _ chunks: [CutChunk], time: UInt32, compressed done: () -> Void) throws {
         let absent = try absentIndices(chunks.map(\.digest), time: time)
         var placements: [LogRecord.BlobPlacement] = []
         defer { for placement in placements { packs.settle(placement.location.pack) } }
         try batch.withUnsafeBytes { raw in
             let pieces = absent.map { UnsafeRawBufferPointer(rebasing: raw[chunks[$0].range]) }
             let (compressed, dictionary) = compressChunks(pieces, time: time)
+            done()
             let entries = zip(absent, zip(pieces, compressed)).map { index, piece in
                 NewEntry(digest: chunks[index].digest, bytes: piece.0, compressed: piece.1?.frame,
                          dictionary: piece.1?.usesDictionary == true ? dictionary : nil)
@@ -161,33 +164,96 @@ extension Store {
     /// none: a dictionary does little for them, and compressing with one costs more where zstd
     /// gives up quickly on incompressible input.
     static let dictionaryCompressibility = 0.9
+    /// The fraction of the stored bytes a dictionary must save to be used: compressing with one
+    /// costs 10–15% more CPU, which a dictionary that does not fit the content (unrelated text,
+    /// where it even costs bytes) does not pay for.
+    static let dictionaryMinimumGain = 0.03
+    /// Every this-many-th new chunk of a batch is compressed first, without a dictionary and, when
+    /// the pack has one, with it. When none of them compresses (random or already compressed data),
+    /// the others are stored raw without trying: zstd would spend about 1 ms per MB to find nothing
+    /// (a compressible stretch of fewer chunks than this amid such data can thus go uncompressed).
+    /// Otherwise the batch uses the dictionary only when the sample shows it pays. About 3% of a
+    /// batch is compressed twice.
+    static let sampleInterval = 32
+    /// Batches of fewer new chunks (an edit's few) are compressed whole: too small a sample says
+    /// little about the others.
+    static let samplingMinimumChunks = 64
 
     /// The frames of a batch's new chunks, and the dictionary those that use one were compressed with.
     ///
-    /// The active pack's dictionary is used when it has one. Otherwise the batch is compressed
-    /// without, and when it compressed (and has enough new bytes to learn from), a dictionary is
-    /// trained on it and the batch compressed again with it, each chunk keeping the smaller frame.
-    /// Training decides for the pack, even when it yields nothing: incompressible data is not
-    /// compressed twice or trained on again until the next pack.
+    /// A sample of the chunks is compressed first. When none of it compresses, the rest is stored
+    /// raw. Otherwise the rest is compressed with the active pack's dictionary when it has one and
+    /// the sample shows it pays, else without; when the pack has no decision yet and the batch
+    /// compressed (and has enough new bytes to learn from), a dictionary is trained on it and the
+    /// batch compressed again with it, each chunk keeping the smaller frame. Training decides for
+    /// the pack, even when it yields nothing or the dictionary does not pay: incompressible data is
+    /// not trained on again until the next pack.
     private func compressChunks(_ pieces: [UnsafeRawBufferPointer], time: UInt32) -> ([CompressedChunk?], ChunkDictionary?) {
         let active = packs.activePackID
-        if let decided = dictionaries.current(forActivePack: active) {
-            return (compress(pieces, dictionary: decided?.compressor), decided)
+        let decided = dictionaries.current(forActivePack: active)
+        let dictionary = decided.flatMap { $0 }
+        let compressor = dictionary?.compressor
+        let sample = Array(stride(from: 0, to: pieces.count, by: Self.sampleInterval))
+        let sampled = compress(sample.map { (pieces[$0], nil) } + (compressor == nil ? [] : sample.map { (pieces[$0], compressor) }))
+        var frames = [CompressedChunk?](repeating: nil, count: pieces.count)
+        for (index, frame) in zip(sample, sampled) { frames[index] = frame }
+        guard pieces.count < Self.samplingMinimumChunks || frames.contains(where: { $0 != nil }) else {
+            // With no frame, training finds the batch incompressible and decides the pack gets no dictionary.
+            if decided == nil { _ = trainDictionary(on: pieces, compressed: frames, forActivePack: active, time: time) }
+            return (frames, nil)
         }
-        let plain = compress(pieces, dictionary: nil)
-        guard let trained = trainDictionary(on: pieces, compressed: plain, forActivePack: active, time: time) else { return (plain, nil) }
-        let withDictionary = compress(pieces, dictionary: trained.compressor)
-        let smaller = zip(plain, withDictionary).map { plain, withDictionary -> CompressedChunk? in
+        var pays = false
+        if compressor != nil {
+            let plain = Array(sampled[..<sample.count])
+            let chosen = Self.smaller(plain, Array(sampled[sample.count...]))
+            pays = Self.pays(sample.map { pieces[$0] }, plain: plain, chosen: chosen)
+            if pays {
+                for (index, frame) in zip(sample, chosen) { frames[index] = frame }
+            }
+        }
+        let rest = pieces.indices.filter { $0 % Self.sampleInterval != 0 }
+        for (index, frame) in zip(rest, compress(rest.map { (pieces[$0], pays ? compressor : nil) })) { frames[index] = frame }
+        if pays { return (frames, dictionary) }
+        guard decided == nil,
+              let trained = trainDictionary(on: pieces, compressed: frames, forActivePack: active, time: time),
+              let trainedCompressor = trained.compressor
+        else { return (frames, nil) }
+        let smaller = Self.smaller(frames, compress(pieces.map { ($0, trainedCompressor) }))
+        let trainedPays = Self.pays(pieces, plain: frames, chosen: smaller)
+        dictionaries.decide(trainedPays ? trained : nil, forActivePack: active)
+        return trainedPays ? (smaller, trained) : (frames, nil)
+    }
+
+    /// For each chunk, the smaller of its frame without and with the dictionary (counting the
+    /// dictionary reference); nil where neither is smaller than the chunk.
+    private static func smaller(_ plain: [CompressedChunk?], _ withDictionary: [CompressedChunk?]) -> [CompressedChunk?] {
+        zip(plain, withDictionary).map { plain, withDictionary -> CompressedChunk? in
             guard let withDictionary else { return plain }
             guard let plain else { return withDictionary }
             return withDictionary.frame.count + PackFormat.dictionaryReferenceSize < plain.frame.count ? withDictionary : plain
         }
-        return (smaller, trained)
     }
 
-    /// Trains the active pack's dictionary on the first of `pieces` (`compressed` are their frames
-    /// without one) and records the decision; nil when they are too few (no decision) or do not
-    /// compress, or training fails.
+    /// Whether `chosen` (frames some of which use the dictionary) store `pieces` in at least
+    /// ``dictionaryMinimumGain`` fewer bytes than `plain` (frames without), counting only the
+    /// pieces that compress one way or the other: incompressible ones (random stretches of mixed
+    /// content) cost the same either way and would only dilute the gain on the others.
+    private static func pays(_ pieces: [UnsafeRawBufferPointer], plain: [CompressedChunk?], chosen: [CompressedChunk?]) -> Bool {
+        func stored(_ piece: UnsafeRawBufferPointer, _ frame: CompressedChunk?) -> Int {
+            frame.map { $0.frame.count + ($0.usesDictionary ? PackFormat.dictionaryReferenceSize : 0) } ?? piece.count
+        }
+        var without = 0
+        var with = 0
+        for index in pieces.indices where plain[index] != nil || chosen[index] != nil {
+            without += stored(pieces[index], plain[index])
+            with += stored(pieces[index], chosen[index])
+        }
+        return without > 0 && Double(with) <= (1 - dictionaryMinimumGain) * Double(without)
+    }
+
+    /// Trains a dictionary for the active pack on the first of `pieces` (`compressed` are their
+    /// frames without one); nil when they are too few (no decision), or do not compress or training
+    /// fails (both decided: no dictionary for the pack).
     private func trainDictionary(on pieces: [UnsafeRawBufferPointer], compressed: [CompressedChunk?], forActivePack active: UInt32?,
                                  time: UInt32) -> ChunkDictionary? {
         let trainingBytes = Self.dictionaryTrainingChunks * configuration.chunking.averageSize
@@ -209,7 +275,7 @@ extension Store {
         let capacity = min(trainingBytes / Self.dictionaryTrainingRatio, PackFormat.maximumDictionarySize)
         let trained = Zstd.trainDictionary(samples: samples, capacity: capacity, level: level)
             .flatMap { ChunkDictionary(trained: $0, level: level, time: time) }
-        dictionaries.decide(trained, forActivePack: active)
+        if trained == nil { dictionaries.decide(nil, forActivePack: active) }
         return trained
     }
 
@@ -237,16 +303,18 @@ extension Store {
         var usesDictionary: Bool
     }
 
-    /// The zstd frames of `pieces` (nil where compression does not help), with `dictionary` when
-    /// there is one: a piece is kept compressed only when its frame, with the dictionary reference
-    /// in front, is smaller than the piece, so incompressible chunks stay raw at the cost of one
-    /// compression attempt, as without a dictionary. The calling thread and ``compressionHelper``
-    /// take pieces in turn as they finish: a queue of its own rather than `concurrentPerform`, whose
-    /// workers come from the pool every other blocking client of Dispatch in the process shares
-    /// (two cores give it two).
-    private func compress(_ pieces: [UnsafeRawBufferPointer], dictionary: Zstd.CompressionDictionary?) -> [CompressedChunk?] {
+    /// The zstd frames of `jobs`' pieces (nil where compression does not help), each with its
+    /// dictionary when it has one: a piece is kept compressed only when its frame, with the
+    /// dictionary reference in front, is smaller than the piece, so incompressible chunks stay raw
+    /// at the cost of one compression attempt, as without a dictionary. The calling thread and
+    /// ``compressionHelper`` take pieces in turn as they finish: a queue of its own rather than
+    /// `concurrentPerform`, whose workers come from the pool every other blocking client of
+    /// Dispatch in the process shares (two cores give it two).
+    private func compress(_ jobs: [(piece: UnsafeRawBufferPointer, dictionary: Zstd.CompressionDictionary?)]) -> [CompressedChunk?] {
+        // A batch all sampled (or all present) leaves nothing: no hand-off to the helper for it.
+        guard !jobs.isEmpty else { return [] }
         let level = configuration.compressionLevel
-        let results = UnsafeMutableBufferPointer<CompressedChunk?>.allocate(capacity: pieces.count)
+        let results = UnsafeMutableBufferPointer<CompressedChunk?>.allocate(capacity: jobs.count)
         results.initialize(repeating: nil)
         defer {
             results.deinitialize()
@@ -254,9 +322,9 @@ extension Store {
         }
         // Each side writes only its own slots, and the buffers outlive the wait below.
         nonisolated(unsafe) let slots = results
-        nonisolated(unsafe) let inputs = pieces
+        nonisolated(unsafe) let inputs = jobs
         let compressOne = { @Sendable (index: Int) in
-            let piece = inputs[index]
+            let (piece, dictionary) = inputs[index]
             if let dictionary {
                 slots[index] = Zstd.compress(piece, dictionary: dictionary, limit: piece.count - PackFormat.dictionaryReferenceSize)
                     .map { CompressedChunk(frame: $0, usesDictionary: true) }
@@ -376,7 +444,7 @@ extension Store {
 
 /// The storing side of a chunked put: a serial queue that stores batches in order, builds the
 /// manifest tree, and keeps the first error. The reading thread blocks while
-/// ``Store/chunkingBatchesInFlight`` batches wait, which bounds memory.
+/// ``Store/chunkingBatchesInFlight`` batches wait or are compressed, which bounds memory.
 private final class ChunkWriter: Sendable {
     private struct State {
         var builder = ManifestBuilder()
@@ -398,11 +466,19 @@ private final class ChunkWriter: Sendable {
         try state.withLock { if let error = $0.error { throw error } }
         slots.wait()
         queue.async { [self] in
-            defer { slots.signal() }
+            // The slot is given back once the batch is compressed, so the reading thread reads and
+            // hashes the next one while this one is written and logged, where the second
+            // compressing thread has nothing to do.
+            var holdsSlot = true
+            let releaseSlot = {
+                if holdsSlot { self.slots.signal() }
+                holdsSlot = false
+            }
+            defer { releaseSlot() }
             guard state.withLock({ $0.error == nil }) else { return }
             do {
                 let time = store.nowSeconds
-                try store.storeChunks(batch, chunks, time: time)
+                try store.storeChunks(batch, chunks, time: time, compressed: releaseSlot)
                 let nodes = state.withLock { state in
                     chunks.flatMap { state.builder.append(chunk: .init(digest: $0.digest, length: UInt64($0.range.count))) }
                 }

@@ -125,6 +125,82 @@ import Testing
         try reopened.close()
     }
 
+    /// Later content the pack's dictionary does not fit (text of another vocabulary) is
+    /// compressed without it, and takes no more room than its chunks compressed one by one.
+    @Test func aDictionaryIsNotUsedForContentItDoesNotFit() throws {
+        let dir = TemporaryDirectory()
+        let config = Self.configuration()
+        let store = try Store(at: dir.store, configuration: config)
+        try store.put(Self.text(1 << 20, seed: 8))
+        let usedBefore = try Self.packEntries(dir.store).filter(\.header.usesDictionary).count
+        #expect(usedBefore > 0)
+        let unrelated = Self.text(1 << 20, seed: 9)
+        let digest = try store.put(unrelated)
+        #expect(try store.get(digest) == unrelated)
+        try store.close()
+
+        let entries = try Self.packEntries(dir.store)
+        #expect(entries.filter(\.header.usesDictionary).count == usedBefore, "the unrelated text's chunks use no dictionary")
+        let lengths = try unrelated.withUnsafeBytes { try config.chunking.chunkLengths(of: $0) }
+        var alone = 0
+        var offset = 0
+        var digests = Set<Digest>()
+        unrelated.withUnsafeBytes { raw in
+            for length in lengths {
+                let chunk = UnsafeRawBufferPointer(rebasing: raw[offset ..< offset + length])
+                if digests.insert(Digest.sha256(Data(chunk))).inserted {
+                    alone += Zstd.compress(chunk, level: config.compressionLevel)?.count ?? length
+                }
+                offset += length
+            }
+        }
+        let stored = entries.filter { digests.contains($0.header.digest) }.reduce(0) { $0 + Int($1.header.storedLength) }
+        #expect(stored == alone, "\(stored) bytes stored, \(alone) compressed alone")
+    }
+
+    /// Content whose first batch a trained dictionary makes no smaller (digits in random order:
+    /// nothing repeats for a dictionary to hold) stores no dictionary, and neither does the rest.
+    @Test func aDictionaryThatDoesNotPayIsNotStored() throws {
+        let dir = TemporaryDirectory()
+        var random = SeededRandom(seed: 12)
+        let digits = Data((0 ..< (2 << 20)).map { _ in UInt8(ascii: "0") + UInt8(random.next() % 10) })
+        let store = try Store(at: dir.store, configuration: Self.configuration())
+        let digest = try store.put(digits)
+        #expect(try store.get(digest) == digits)
+        try store.close()
+        let entries = try Self.packEntries(dir.store)
+        #expect(entries.contains { $0.header.isCompressed }, "the digits compress")
+        #expect(!entries.contains { $0.header.isDictionary || $0.header.usesDictionary })
+    }
+
+    /// A batch whose sampled chunks do not compress is stored raw without compressing the rest;
+    /// text after random bytes in the same batch is still sampled, and every chunk of it compressed.
+    @Test(arguments: [0, 256 << 10])
+    func textAfterRandomBytesIsCompressed(randomPrefix: Int) throws {
+        let dir = TemporaryDirectory()
+        let config = Self.configuration()
+        var random = SeededRandom(seed: 13)
+        let data = random.bytes(randomPrefix) + Self.text(1 << 20, seed: 14)
+        let store = try Store(at: dir.store, configuration: config)
+        let digest = try store.put(data)
+        #expect(try store.get(digest) == data)
+        try store.close()
+
+        let lengths = try data.withUnsafeBytes { try config.chunking.chunkLengths(of: $0) }
+        var textChunks = Set<Digest>()
+        var randomChunks = Set<Digest>()
+        var offset = 0
+        for length in lengths {
+            let chunk = Digest.sha256(data[offset ..< offset + length])
+            if offset >= randomPrefix { textChunks.insert(chunk) } else if offset + length <= randomPrefix { randomChunks.insert(chunk) }
+            offset += length
+        }
+        let entries = try Self.packEntries(dir.store)
+        let stored = Dictionary(entries.map { ($0.header.digest, $0.header) }, uniquingKeysWith: { first, _ in first })
+        #expect(textChunks.allSatisfy { stored[$0]?.isCompressed == true })
+        #expect(randomChunks.allSatisfy { stored[$0]?.isCompressed == false })
+    }
+
     /// A small edit's few new chunks train no dictionary of their own in a new pack.
     @Test func aSmallEditInANewPackTrainsNone() throws {
         let dir = TemporaryDirectory()
@@ -171,8 +247,10 @@ import Testing
     @Test func collectionMovesTheDictionaryWithTheChunksThatUseIt() throws {
         let dir = TemporaryDirectory()
         let clock = TestClock()
-        let dropped = Self.text(1 << 20, seed: 8)
-        let kept = Self.text(1 << 20, seed: 9)
+        // One text, so the kept half fits the dictionary trained on the dropped half.
+        let text = Self.text(2 << 20, seed: 8)
+        let dropped = text.prefix(1 << 20)
+        let kept = text.suffix(1 << 20)
         var store = try Store(at: dir.store, configuration: Self.configuration(clock: clock))
         try store.put(dropped)
         let digest = try store.put(kept)
