@@ -1,5 +1,4 @@
 #define _GNU_SOURCE
-#include <sched.h>
 #include <time.h>
 #include "CContentStoreSupport.h"
 #if defined(__linux__)
@@ -22,8 +21,11 @@ void cs_event_wait(uint32_t *word, uint32_t key, int64_t timeout_ns) {
     syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, key, timeout_ns < 0 ? NULL : &timeout, NULL, 0);
     __atomic_sub_fetch(word + 1, 1, __ATOMIC_SEQ_CST);
 #else
-    (void)word; (void)key; (void)timeout_ns;
-    sched_yield();
+    // No futex: sleep a short while and let the caller re-check (a poll, at most 20 µs late).
+    (void)word; (void)key;
+    int64_t nap = timeout_ns < 0 || timeout_ns > 20000 ? 20000 : timeout_ns;
+    struct timespec pause = { .tv_sec = 0, .tv_nsec = nap };
+    nanosleep(&pause, NULL);
 #endif
 }
 

@@ -19,7 +19,7 @@ int cs_start_write_back(int descriptor, int64_t offset, int64_t length);
 /// Returns the current key.
 uint32_t cs_event_key(const uint32_t *word);
 /// Sleeps while the word still holds `key`, for at most `timeout_ns` (< 0: no limit). May return
-/// early or spuriously (elsewhere than Linux it only yields the processor): re-check, then wait again.
+/// early or spuriously (elsewhere than Linux it sleeps at most 20 µs: a poll): re-check, then wait again.
 void cs_event_wait(uint32_t *word, uint32_t key, int64_t timeout_ns);
 /// Changes the word and wakes every waiter (one system call, none when no one sleeps).
 void cs_event_notify_all(uint32_t *word);
