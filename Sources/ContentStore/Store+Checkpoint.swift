@@ -12,9 +12,13 @@ extension Store {
 
     func writeCheckpoint() throws {
         let started = ContinuousClock.now
-        let contents = try core.withLock { core -> Checkpoint.Contents in
-            guard core.isOpen else { throw Store.closedError }
-            return Checkpoint.Contents(firstSegment: try wal.rotate(), state: core.state)
+        // The lead first: a leader may be waiting for the core lock to take its batch.
+        let contents = try wal.whileLeading {
+            try core.withLock { core -> Checkpoint.Contents in
+                guard core.isOpen else { throw Store.closedError }
+                let firstSegment = try wal.rotate { take in try takeBatch(take, core: &core) }
+                return Checkpoint.Contents(firstSegment: firstSegment, state: core.state)
+            }
         }
         try Checkpoint.write(contents, directory: layout.checkpoints, fileSystem: fileSystem)
         // Only now that the checkpoint is durable may what it replaces go.

@@ -488,7 +488,7 @@ private final class ChunkWriter: Sendable {
                     return state.batches
                 }
                 if batches % Store.chunkingBatchesPerFlush == 0 {
-                    try store.wal.flush(upTo: store.wal.appendedLSN, synchronously: store.configuration.durability == .full)
+                    try store.flushLog(upTo: store.wal.appendedLSN, synchronously: store.configuration.durability == .full)
                 }
             } catch {
                 state.withLock { $0.error = $0.error ?? error }

@@ -66,36 +66,62 @@ extension Store {
         try checkOpen()
         let result: T
         let flushTo: UInt64
-        let committed: SortedMap<String, Record>?
-        writer.wait()
+        let committed: Bool
+        writer.lock()
         do {
             // Released before the flush, so the next transaction joins this one's group commit.
-            defer { writer.signal() }
-            var transaction = Transaction(base: core.withLock { $0.state.records }, limits: configuration.limits)
-            result = try body(&transaction)
-            let changes = transaction.effectiveChanges
+            defer { writer.unlock() }
+            let changes: [LogRecord.Change]
+            do {
+                // Ends before the commit: a base still held would make it copy the path it changes.
+                var transaction = Transaction(base: core.withLock { $0.state.records }, limits: configuration.limits)
+                result = try body(&transaction)
+                changes = transaction.effectiveChanges
+            }
             if changes.isEmpty {
                 // A transaction that changed nothing still returns only once the state it saw is durable:
                 // it may have read (or rewritten unchanged) a commit that another writer has not synced yet.
                 // (Read only then: it takes the lock every committer contends for.)
                 flushTo = wal.appendedLSN
-                committed = nil
+                committed = false
             } else {
-                let commit = try self.commit(changes)
-                flushTo = commit.lsn
-                committed = commit.records
+                flushTo = try commit(changes)
+                committed = true
             }
         }
-        try wal.flush(upTo: flushTo, synchronously: configuration.durability == .full)
-        if let committed {
-            published.withLock { $0.publish(committed, lsn: flushTo) }
-            scheduleCheckpointIfNeeded()
-        }
+        try flushLog(upTo: flushTo, synchronously: configuration.durability == .full)
+        if committed { scheduleCheckpointIfNeeded() }
         return result
     }
 
+    /// Returns once the log is written up to `lsn` (and, when `synchronously`, durable), and what it
+    /// covers is published. Each batch is taken under the core lock, where the records as of its end
+    /// are noted for publishing.
+    func flushLog(upTo lsn: UInt64, synchronously: Bool) throws {
+        try wal.flush(upTo: lsn, synchronously: synchronously) { take in
+            try core.withLock { core in try takeBatch(take, core: &core) }
+        }
+        // The first committer of a batch to get here publishes all of it; the others skip the lock.
+        guard publishedLSN.load(ordering: .acquiring) < lsn else { return }
+        let covered = max(lsn, synchronously ? wal.durableLSN : wal.writtenLSN)
+        // The replaced versions are returned, so they are freed after the lock is released.
+        _ = published.withLock { published in
+            let (lsn, replaced) = published.publish(upTo: covered)
+            publishedLSN.store(lsn, ordering: .releasing)
+            return replaced
+        }
+    }
+
+    /// Takes a log batch (``BatchTaking``) with the core lock held, so the records are as of its
+    /// end, and notes them for publishing.
+    func takeBatch(_ take: () throws -> UInt64, core: inout Core) throws {
+        let end = try take()
+        published.withLock { $0.taken(core.state.records, upTo: end) }
+    }
+
     /// Applies and logs a transaction's changes under the core lock.
-    private func commit(_ changes: [LogRecord.Change]) throws -> (lsn: UInt64, records: SortedMap<String, Record>) {
+    /// Returns the commit's LSN.
+    private func commit(_ changes: [LogRecord.Change]) throws -> UInt64 {
         return try core.withLock { core in
             guard core.isOpen else { throw Store.closedError }
             // Taken under the lock so commit times rise with LSNs (``Published/horizon`` relies on it).
@@ -114,7 +140,7 @@ extension Store {
                 throw StoreError(code: .corrupted, message: "commit could not be applied: \(error)")
             }
             published.withLock { $0.applied(lsn: lsn, time: time) }
-            return (lsn, core.state.records)
+            return lsn
         }
     }
 }

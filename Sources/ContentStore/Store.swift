@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Dispatch
 import Foundation
 import Logging
 import Synchronization
@@ -39,12 +38,12 @@ public final class Store: Sendable {
     let core: Mutex<Core>
     /// Mirrors `Core.isOpen` for ``checkOpen()``, which every call makes.
     private let isOpen = Atomic<Bool>(true)
-    /// Serializes transactions, so each sees the one before it. A semaphore, not a `Mutex`: it
-    /// guards no state, only order, and waiters must sleep rather than spin — sixteen writers
-    /// spinning on two cores starve the holder and the group-commit leader.
-    let writer = DispatchSemaphore(value: 1)
+    /// Serializes transactions, so each sees the one before it.
+    let writer = AdaptiveLock()
     /// What readers see: the records as of the newest commit that is durable.
     let published: Mutex<Published>
+    /// Mirrors `Published.lsn`, so a committer whose commit another published skips the lock.
+    let publishedLSN = Atomic<UInt64>(0)
     /// Serializes checkpoints and collections with each other.
     let maintenance = Mutex<Void>(())
     let background: BackgroundWork
@@ -111,7 +110,7 @@ public final class Store: Sendable {
             packs.close()
             lockFile.withLock { $0 = nil }
         }
-        try wal.close()
+        try wal.close { take in try core.withLock { core in try takeBatch(take, core: &core) } }
         try packs.synchronize()
     }
 

@@ -12,4 +12,16 @@ uint32_t cs_crc32c_extend(uint32_t crc, const void *data, size_t length);
 /// nothing, makes nothing durable); does nothing elsewhere. Returns 0 or -1 with `errno`.
 int cs_start_write_back(int descriptor, int64_t offset, int64_t length);
 
+/// An event count: a 32-bit word that threads wait on until a notification changes it, followed by
+/// a count of the threads asleep on it (`word` points at two `uint32_t`s, zeroed). A waiter takes the
+/// key first, then checks its condition, then waits with the key, so a notification between the
+/// check and the wait is not lost (the wait returns at once).
+/// Returns the current key.
+uint32_t cs_event_key(const uint32_t *word);
+/// Sleeps while the word still holds `key`, for at most `timeout_ns` (< 0: no limit). May return
+/// early or spuriously (elsewhere than Linux it sleeps at most 20 µs: a poll): re-check, then wait again.
+void cs_event_wait(uint32_t *word, uint32_t key, int64_t timeout_ns);
+/// Changes the word and wakes every waiter (one system call, none when no one sleeps).
+void cs_event_notify_all(uint32_t *word);
+
 #endif

@@ -9,8 +9,9 @@ import Synchronization
 /// Records are framed into an in-memory buffer under a short lock and receive a log sequence number
 /// (LSN, a byte position in this process's log stream). ``flush(upTo:synchronously:)`` makes one
 /// caller the leader: it takes everything buffered, makes durable the pack appends those records may
-/// refer to, writes the batch and syncs it once for every waiting committer. Callers that arrive
-/// meanwhile wait and are covered by the next batch. The pack appends become durable by riding in
+/// refer to, writes the batch and syncs it once for every waiting committer, then wakes them all with
+/// one notification. Callers that arrive meanwhile sleep, once, without taking the lock, and are
+/// covered by this batch or lead the next. The pack appends become durable by riding in
 /// the batch when they are few bytes (a small commit then costs one sync, not two), else by syncing
 /// the packs before the batch is written (``BlobStorage/prepareCommit(loggingUpTo:)``).
 ///
@@ -40,16 +41,16 @@ final class WriteAheadLog: Sendable {
 
     private struct State {
         var pending: [UInt8] = []
+        /// Commit records in `pending`.
+        var pendingCommits = 0
         var appendedLSN: UInt64 = 0
         var writtenLSN: UInt64 = 0
         var durableLSN: UInt64 = 0
-        var leaderActive = false
-        var waiters: [Waiter] = []
-        /// How many committers the last synchronous batch made durable (its leader included): how
-        /// many are likely to commit again, and worth the next leader's wait (``gatherDelay``).
-        var lastBatchCommitters = 1
-        /// Set while a leader waits for committers to join its batch.
-        var gathering: Gathering?
+        /// How many commits the last synchronous batch made durable: how many committers are likely to
+        /// commit again, and worth the next leader's wait (``gatherDelay``).
+        var lastBatchCommits = 1
+        /// Set while a leader waits for commits to join its batch.
+        var gathering = false
         var failure: StoreError?
         var segment: Segment
         /// Sizes of the segments before the current one that are still on disk.
@@ -63,26 +64,25 @@ final class WriteAheadLog: Sendable {
     private let writtenMirror = Atomic<UInt64>(0)
     /// Bytes appended since the last checkpoint, approximately: what triggers the next one.
     let bytesSinceCheckpoint = Atomic<UInt64>(0)
-
-    private struct Waiter {
-        var lsn: UInt64
-        var synchronously: Bool
-        var semaphore: DispatchSemaphore
-    }
-
-    private struct Gathering {
-        var target: Int
-        var semaphore: DispatchSemaphore
-    }
+    /// Whether a caller leads (takes, writes and syncs a batch, or rotates). Taken without the state
+    /// lock, so that a committer waiting for a batch never contends for the lock appends take.
+    private let leading = Atomic<Bool>(false)
+    /// Mirrors `State.failure != nil`.
+    private let failed = Atomic<Bool>(false)
+    /// Notified when a leader stops: its waiters are covered, or the log failed, or one of them is to
+    /// lead next.
+    private let leaderStopped = EventCount()
+    /// Notified when the batch a leader gathers holds as many commits as the last one did.
+    private let batchGathered = EventCount()
 
     /// Longest a leader waits for committers to join its batch. When the last batch made several
     /// committers durable, they are about to commit again, but on a busy or small machine they have not
     /// been scheduled yet when the next leader starts: without the wait it would sync one or two commits
     /// at a time, each sync costing what a sync of all of them costs. The wait ends as soon as as many
-    /// are waiting as the last batch held (MySQL's binlog_group_commit_sync_delay with
+    /// commits are buffered as the last batch held (MySQL's binlog_group_commit_sync_delay with
     /// ..._no_delay_count, with the count learnt from the last batch); it never happens while one
-    /// writer commits alone.
-    static let gatherDelay = DispatchTimeInterval.microseconds(200)
+    /// writer commits alone. In nanoseconds.
+    static let gatherDelay: Int64 = 200_000
 
     /// Continues `segment` (whose first `segment.size` bytes are intact and durable).
     /// A synchronous batch carries up to `packBytesLimit` bytes of pack appends instead of syncing packs.
@@ -125,13 +125,19 @@ final class WriteAheadLog: Sendable {
     /// Buffers a record and returns the LSN that must be flushed for it to be on disk.
     func append(_ record: LogRecord) throws -> UInt64 {
         let payload = record.encoded()
-        return try state.withLock { state in
+        let (lsn, gathered) = try state.withLock { state in
             if let failure = state.failure { throw failure }
             WALFormat.appendFrame(kind: record.kind.rawValue, payload: payload, salt: state.segment.salt, to: &state.pending)
             state.appendedLSN += UInt64(WALFormat.frameHeaderSize + payload.count)
             bytesSinceCheckpoint.add(UInt64(WALFormat.frameHeaderSize + payload.count), ordering: .relaxed)
-            return state.appendedLSN
+            guard case .commit = record else { return (state.appendedLSN, false) }
+            state.pendingCommits += 1
+            let gathered = state.gathering && state.pendingCommits >= state.lastBatchCommits
+            if gathered { state.gathering = false }
+            return (state.appendedLSN, gathered)
         }
+        if gathered { batchGathered.notifyAll() }
+        return lsn
     }
 
     /// The LSN up to which everything is on stable storage.
@@ -140,72 +146,121 @@ final class WriteAheadLog: Sendable {
     /// The LSN of everything appended so far.
     var appendedLSN: UInt64 { state.withLock { $0.appendedLSN } }
 
+    /// The LSN up to which everything is written (not necessarily synced).
+    var writtenLSN: UInt64 { writtenMirror.load(ordering: .acquiring) }
+
     /// Returns once everything up to `lsn` is written (and, when `synchronously`, on stable storage).
-    func flush(upTo lsn: UInt64, synchronously: Bool) throws {
+    ///
+    /// The first caller to find no leader leads a batch; the others sleep until it stops, then return
+    /// if it covered them, or else one of them leads the next batch.
+    func flush(upTo lsn: UInt64, synchronously: Bool, takingBatch: BatchTaking) throws {
         while true {
             let covered = synchronously ? durableMirror.load(ordering: .acquiring) : writtenMirror.load(ordering: .acquiring)
             if covered >= lsn { return }
-            enum Step { case done, wait(DispatchSemaphore), gather(DispatchSemaphore), lead(Batch) }
-            let step: Step = try state.withLock { state in
-                if let failure = state.failure { throw failure }
-                if (synchronously ? state.durableLSN : state.writtenLSN) >= lsn { return .done }
-                if state.leaderActive {
-                    let semaphore = DispatchSemaphore(value: 0)
-                    state.waiters.append(Waiter(lsn: lsn, synchronously: synchronously, semaphore: semaphore))
-                    if let gathering = state.gathering, state.waiters.count + 1 == gathering.target { gathering.semaphore.signal() }
-                    return .wait(semaphore)
-                }
-                state.leaderActive = true
-                if synchronously && state.waiters.count + 1 < state.lastBatchCommitters {
-                    let gathering = Gathering(target: state.lastBatchCommitters, semaphore: DispatchSemaphore(value: 0))
-                    state.gathering = gathering
-                    return .gather(gathering.semaphore)
-                }
-                return .lead(try startBatch(&state, synchronously: synchronously))
-            }
-            switch step {
-            case .done: return
-            case .wait(let semaphore): semaphore.wait()
-            case .gather(let semaphore):
-                _ = semaphore.wait(timeout: .now() + WriteAheadLog.gatherDelay)
-                let batch = try state.withLock { state in
-                    state.gathering = nil
-                    return try startBatch(&state, synchronously: synchronously)
-                }
-                try lead(batch, synchronously: synchronously)
-            case .lead(let batch): try lead(batch, synchronously: synchronously)
+            if failed.load(ordering: .acquiring) { throw currentFailure }
+            if startLeading() {
+                defer { stopLeading() }
+                if synchronously { gather() }
+                try leadBatch(synchronously: synchronously, takingBatch: takingBatch)
+            } else {
+                waitForLeader()
             }
         }
     }
 
-    /// Takes the next batch for the leader. On failure the log is failed and leaderless.
+    /// Takes the lead if no one has it.
+    private func startLeading() -> Bool {
+        leading.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged
+    }
+
+    /// Gives up the lead and wakes everyone waiting for it.
+    private func stopLeading() {
+        leading.store(false, ordering: .sequentiallyConsistent)
+        leaderStopped.notifyAll()
+    }
+
+    /// Sleeps until the current leader (if any) stops.
+    private func waitForLeader() {
+        let key = leaderStopped.key
+        if leading.load(ordering: .sequentiallyConsistent) { leaderStopped.wait(key) }
+    }
+
+    /// Runs `body` as the leader, once the current one stops: no batch is taken or written meanwhile.
+    func whileLeading<T>(_ body: () throws -> T) throws -> T {
+        while !startLeading() { waitForLeader() }
+        defer { stopLeading() }
+        return try body()
+    }
+
+    private var currentFailure: StoreError {
+        state.withLock { $0.failure } ?? StoreError(code: .io, message: "the write-ahead log failed; reopen the store")
+    }
+
+    /// Waits, at most ``gatherDelay``, for as many commits as the last batch held.
+    private func gather() {
+        let key = batchGathered.key
+        let gathered = state.withLock { state in
+            state.gathering = state.pendingCommits < state.lastBatchCommits
+            return !state.gathering
+        }
+        guard !gathered else { return }
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(WriteAheadLog.gatherDelay)
+        while batchGathered.key == key {
+            let now = DispatchTime.now().uptimeNanoseconds
+            guard now < deadline else { break }
+            batchGathered.wait(key, timeoutNanoseconds: Int64(deadline - now))
+        }
+        // `gathering` stays set until the batch is taken (``takeBatch(_:packs:)``).
+    }
+
+    /// Takes, writes and (when `synchronously`) syncs the next batch. The caller leads.
+    private func leadBatch(synchronously: Bool, takingBatch: BatchTaking) throws {
+        var batch: Batch?
+        try takingBatch {
+            let taken = try state.withLock { state in try startBatch(&state, synchronously: synchronously) }
+            batch = taken
+            return taken.endLSN
+        }
+        guard let batch else { preconditionFailure("the batch-taking wrapper did not take the batch") }
+        try lead(batch, synchronously: synchronously)
+    }
+
+    /// Takes the next batch for the leader. On failure the log is failed.
     private func startBatch(_ state: inout State, synchronously: Bool) throws -> Batch {
+        if let failure = state.failure { throw failure }
         // Chosen under this lock, so every record the batch takes was logged after the appends it names.
         let packs: PackCommitPlan
         do {
             packs = synchronously ? try self.packs.prepareCommit(loggingUpTo: packBytesLimit) : PackCommitPlan()
         } catch {
-            state.failure = WriteAheadLog.failure(error)
-            finishLeading(&state)
-            throw state.failure!
+            throw fail(&state, error)
         }
         return takeBatch(&state, packs: packs)
     }
 
-    /// Flushes everything durably and starts a new segment; returns its number. The caller holds the
-    /// lock that orders appends, so no record can land on either side of the cut by accident.
-    func rotate() throws -> UInt64 {
-        try flush(upTo: appendedLSN, synchronously: true)
+    /// Records the failure every later call reports, and returns it.
+    private func fail(_ state: inout State, _ error: any Error) -> StoreError {
+        let failure = state.failure ?? WriteAheadLog.failure(error)
+        state.failure = failure
+        failed.store(true, ordering: .releasing)
+        return failure
+    }
+
+    /// Flushes everything durably and starts a new segment; returns its number. The caller leads
+    /// (``whileLeading(_:)``) and holds the lock that orders appends, so no record can land on either
+    /// side of the cut by accident.
+    func rotate(takingBatch: BatchTaking) throws -> UInt64 {
+        precondition(leading.load(ordering: .relaxed), "rotate() needs the lead")
+        try leadBatch(synchronously: true, takingBatch: takingBatch)
         return try state.withLock { state in
             if let failure = state.failure { throw failure }
-            precondition(!state.leaderActive && state.pending.isEmpty, "rotate() needs appends stopped")
+            precondition(state.pending.isEmpty, "rotate() needs appends stopped")
             do {
                 try startNextSegment(&state)
             } catch {
                 // The next segment may exist half made: appending on to this one would leave commits
                 // in a segment that is no longer the last, where a torn tail is taken for damage.
-                state.failure = WriteAheadLog.failure(error)
-                throw state.failure!
+                throw fail(&state, error)
             }
             return state.segment.number
         }
@@ -213,19 +268,20 @@ final class WriteAheadLog: Sendable {
 
     /// Flushes everything durably and cuts the zeros off the segment, so a store closed cleanly holds
     /// only frames. The caller has stopped appends.
-    func close() throws {
-        try flush(upTo: appendedLSN, synchronously: true)
-        try state.withLock { state in
-            if let failure = state.failure { throw failure }
-            guard !state.leaderActive, state.segment.allocatedSize > state.segment.size else { return }
-            do {
-                try state.segment.file.truncate(to: state.segment.size)
-                try state.segment.file.synchronizeData()
-            } catch {
-                state.failure = WriteAheadLog.failure(error)
-                throw state.failure!
+    func close(takingBatch: BatchTaking) throws {
+        try whileLeading {
+            try leadBatch(synchronously: true, takingBatch: takingBatch)
+            try state.withLock { state in
+                if let failure = state.failure { throw failure }
+                guard state.segment.allocatedSize > state.segment.size else { return }
+                do {
+                    try state.segment.file.truncate(to: state.segment.size)
+                    try state.segment.file.synchronizeData()
+                } catch {
+                    throw fail(&state, error)
+                }
+                state.segment.allocatedSize = state.segment.size
             }
-            state.segment.allocatedSize = state.segment.size
         }
     }
 
@@ -240,6 +296,7 @@ final class WriteAheadLog: Sendable {
     private struct Batch {
         var bytes: [UInt8]
         var endLSN: UInt64
+        var commits: Int
         var segment: Segment
         var packs: PackCommitPlan
     }
@@ -262,7 +319,9 @@ final class WriteAheadLog: Sendable {
         bytesSinceCheckpoint.add(UInt64(bytes.count), ordering: .relaxed)
         bytes.append(contentsOf: state.pending)
         state.pending.removeAll(keepingCapacity: true)
-        let batch = Batch(bytes: bytes, endLSN: state.appendedLSN, segment: state.segment, packs: packs)
+        let batch = Batch(bytes: bytes, endLSN: state.appendedLSN, commits: state.pendingCommits, segment: state.segment, packs: packs)
+        state.pendingCommits = 0
+        state.gathering = false
         state.segment.size += UInt64(bytes.count)
         return batch
     }
@@ -282,17 +341,12 @@ final class WriteAheadLog: Sendable {
                     if state.segment.number == batch.segment.number {
                         state.segment.durableSize = batch.segment.size + UInt64(batch.bytes.count)
                     }
+                    state.lastBatchCommits = max(1, batch.commits)
                 }
                 if state.segment.size >= segmentSizeLimit { try startNextSegment(&state) }
-                finishLeading(&state, synchronously: synchronously)
             }
         } catch {
-            let failure = WriteAheadLog.failure(error)
-            state.withLock { state in
-                state.failure = failure
-                finishLeading(&state)
-            }
-            throw failure
+            throw state.withLock { state in fail(&state, error) }
         }
     }
 
@@ -322,23 +376,6 @@ final class WriteAheadLog: Sendable {
         (error as? StoreError).map {
             StoreError(code: $0.code, message: "the write-ahead log failed; reopen the store: \($0.message)", path: $0.path, cause: $0.cause)
         } ?? StoreError(code: .io, message: "the write-ahead log failed; reopen the store", cause: error)
-    }
-
-    /// Wakes the waiters this batch satisfied, and one more to lead the next batch. Waking everyone
-    /// would make all of them contend for the lock only for all but one to wait again.
-    private func finishLeading(_ state: inout State, synchronously: Bool = false) {
-        state.leaderActive = false
-        var successorWoken = false
-        var committers = 1
-        state.waiters.removeAll { waiter in
-            let satisfied = state.failure != nil || (waiter.synchronously ? state.durableLSN : state.writtenLSN) >= waiter.lsn
-            guard satisfied || !successorWoken else { return false }
-            successorWoken = successorWoken || !satisfied
-            if satisfied && waiter.synchronously { committers += 1 }
-            waiter.semaphore.signal()
-            return true
-        }
-        if synchronously { state.lastBatchCommitters = committers }
     }
 
     /// Cuts the zeros off the full segment and syncs it (so only the last segment can ever hold a torn

@@ -66,10 +66,17 @@ protocol RecordLog: AnyObject, Sendable {
     var appendedLSN: UInt64 { get }
     /// The position up to which everything is on stable storage.
     var durableLSN: UInt64 { get }
-    /// Returns once everything up to `lsn` is written (and, when `synchronously`, durable).
-    func flush(upTo lsn: UInt64, synchronously: Bool) throws
+    /// The position up to which everything is written (not necessarily on stable storage).
+    var writtenLSN: UInt64 { get }
+    /// Returns once everything up to `lsn` is written (and, when `synchronously`, durable). Every
+    /// batch it takes, it takes inside `takingBatch` (see ``BatchTaking``).
+    func flush(upTo lsn: UInt64, synchronously: Bool, takingBatch: BatchTaking) throws
+    /// Runs `body` while no batch is being written, and none is taken but by `body`. Take it before the
+    /// lock that orders appends: a leader may be waiting for that lock to take its batch.
+    func whileLeading<T>(_ body: () throws -> T) throws -> T
     /// Flushes durably and starts a new segment, returning its number: what a checkpoint covers ends here.
-    func rotate() throws -> UInt64
+    /// The caller is inside ``whileLeading(_:)`` and has stopped appends.
+    func rotate(takingBatch: BatchTaking) throws -> UInt64
     /// The segment being appended to.
     var currentSegmentNumber: UInt64 { get }
     /// Bytes not yet covered by a checkpoint.
@@ -79,8 +86,14 @@ protocol RecordLog: AnyObject, Sendable {
     /// Forgets segments a checkpoint made unnecessary.
     func segmentsRemoved(before number: UInt64)
     /// Flushes durably and leaves the log as a closed store keeps it.
-    func close() throws
+    func close(takingBatch: BatchTaking) throws
 }
+
+/// How a log's caller wraps the taking of each batch: it calls `take` (which takes the next batch
+/// of records to write and returns the LSN the batch ends at) with appends held off, and so knows
+/// its state as of that LSN. The store notes its records there, for publishing once the batch is
+/// durable (``Published``).
+typealias BatchTaking = (_ take: () throws -> UInt64) throws -> Void
 
 extension PackStore: BlobStorage {}
 extension WriteAheadLog: RecordLog {}
