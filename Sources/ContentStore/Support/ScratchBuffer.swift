@@ -17,8 +17,9 @@ final class ScratchBuffer: @unchecked Sendable {
     deinit { storage.deallocate() }
 
     private static let pool = Mutex<[ScratchBuffer]>([])
-    /// Buffers the pool keeps: two per core putting at once (the input and the compressed output).
-    private static let pooledLimit = 2 * ProcessInfo.processInfo.activeProcessorCount
+    /// Buffers the pool keeps: two per core putting at once (the input and the compressed output),
+    /// at most 16 (about 17 MiB) however many cores there are.
+    private static let pooledLimit = min(2 * ProcessInfo.processInfo.activeProcessorCount, 16)
     /// Smallest buffer allocated, so that one buffer serves blobs up to the default chunking
     /// threshold (1 MiB) with a header in front, whatever size came first.
     static let minimumCapacity = 1 << 20 + 64 << 10
