@@ -237,21 +237,26 @@ extension Reliability {
 
         // MARK: Hostile files
 
+        /// A WAL segment's salt and its intact frames, in order.
+        static func walFrames(in segment: Data) throws -> (salt: UInt32, frames: [(offset: Int, kind: UInt8, payload: [UInt8])]) {
+            try segment.withUnsafeBytes { raw in
+                let header = try #require(WALFormat.parseHeader(raw))
+                var frames: [(offset: Int, kind: UInt8, payload: [UInt8])] = []
+                var offset = WALFormat.headerSize
+                while let frame = WALFormat.frame(in: raw, at: offset, salt: header.salt, maximumPayload: 1 << 20) {
+                    frames.append((offset, frame.kind, Array(frame.payload)))
+                    offset += WALFormat.frameHeaderSize + frame.payload.count
+                }
+                return (header.salt, frames)
+            }
+        }
+
         /// Rewrites the blob placements in a store's WAL segments (same sizes, so offsets and sync
         /// points stay valid), and each placed entry's header in its pack to match.
         static func forgePlacements(in store: URL, packs rewritePacks: Bool = true, _ transform: (inout LogRecord.BlobPlacement) -> Void) throws {
             for segment in try files(in: store.appendingPathComponent("wal"), withExtension: "log") {
                 var bytes = try Data(contentsOf: segment)
-                let (salt, frames) = try bytes.withUnsafeBytes { raw in
-                    let header = try #require(WALFormat.parseHeader(raw))
-                    var frames: [(offset: Int, kind: UInt8, payload: [UInt8])] = []
-                    var offset = WALFormat.headerSize
-                    while let frame = WALFormat.frame(in: raw, at: offset, salt: header.salt, maximumPayload: 1 << 20) {
-                        frames.append((offset, frame.kind, Array(frame.payload)))
-                        offset += WALFormat.frameHeaderSize + frame.payload.count
-                    }
-                    return (header.salt, frames)
-                }
+                let (salt, frames) = try walFrames(in: bytes)
                 for frame in frames where frame.kind == LogRecord.Kind.blobs.rawValue {
                     guard case .blobs(var placements) = try frame.payload.withUnsafeBytes({ try LogRecord.decode(kind: frame.kind, payload: $0, limits: Store.Limits()) })
                     else { continue }
@@ -290,16 +295,7 @@ extension Reliability {
             var forged = 0
             for segment in try files(in: crashed.appendingPathComponent("wal"), withExtension: "log") {
                 var bytes = try Data(contentsOf: segment)
-                let (salt, frames) = try bytes.withUnsafeBytes { raw in
-                    let header = try #require(WALFormat.parseHeader(raw))
-                    var frames: [(offset: Int, kind: UInt8, payload: [UInt8])] = []
-                    var offset = WALFormat.headerSize
-                    while let frame = WALFormat.frame(in: raw, at: offset, salt: header.salt, maximumPayload: 1 << 20) {
-                        frames.append((offset, frame.kind, Array(frame.payload)))
-                        offset += WALFormat.frameHeaderSize + frame.payload.count
-                    }
-                    return (header.salt, frames)
-                }
+                let (salt, frames) = try Self.walFrames(in: bytes)
                 for frame in frames where frame.kind == LogRecord.Kind.packBytes.rawValue {
                     guard case .packBytes(var logged) = try frame.payload.withUnsafeBytes({ try LogRecord.decode(kind: frame.kind, payload: $0, limits: Store.Limits()) })
                     else { continue }
