@@ -1,5 +1,7 @@
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// A lock a running thread takes without a hand-off: glibc's adaptive mutex, which spins briefly
@@ -16,7 +18,9 @@ final class AdaptiveLock: @unchecked Sendable {
     init() {
         var attributes = pthread_mutexattr_t()
         pthread_mutexattr_init(&attributes)
+        #if canImport(Glibc)
         pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
+        #endif  // Elsewhere the platform's default mutex (the hand-off cost measured here is Linux's).
         pthread_mutex_init(mutex, &attributes)
         pthread_mutexattr_destroy(&attributes)
     }
