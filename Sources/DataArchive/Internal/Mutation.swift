@@ -1,6 +1,5 @@
 import ContentStore
 import Foundation
-import Synchronization
 
 /// A job on the operations executor: store work in a closure, or a mutation of one key.
 ///
@@ -92,14 +91,18 @@ struct Mutation: Sendable {
     /// Applies one change to `key` on the calling thread, which holds the key's lane, and returns
     /// its outcome.
     static func apply(alone change: Change, key: String, engine: ArchiveEngine) -> Outcome {
-        let outcome = Mutex<Outcome>(.success)
-        apply([Mutation(engine: engine, key: key, change: change) { result in outcome.withLock { $0 = result } }])
-        return outcome.withLock { $0 }
+        outcomes(of: [Mutation(engine: engine, key: key, change: change) { _ in }])[0]
     }
 
-    /// Applies consecutive mutations of one key (one lane, so one key and one engine).
+    /// Applies consecutive mutations of one key (one lane, so one key and one engine), then calls
+    /// each one's `finish`.
     static func apply(_ mutations: [Mutation]) {
-        guard let first = mutations.first else { return }
+        for (mutation, outcome) in zip(mutations, outcomes(of: mutations)) { mutation.finish(outcome) }
+    }
+
+    /// Applies consecutive mutations of one key and returns their outcomes, in order.
+    private static func outcomes(of mutations: [Mutation]) -> [Outcome] {
+        guard let first = mutations.first else { return [] }
         let key = first.key
         let recordKey: String
         let store: Store
@@ -107,8 +110,7 @@ struct Mutation: Sendable {
             recordKey = try KeyCoding.recordKey(for: key)
             store = try first.engine.store()
         } catch {
-            for mutation in mutations { mutation.finish(.failure(error)) }
-            return
+            return mutations.map { _ in .failure(error) }
         }
 
         var outcomes = [Outcome](repeating: .success, count: mutations.count)
@@ -152,7 +154,7 @@ struct Mutation: Sendable {
                 }
             }
         }
-        for (mutation, outcome) in zip(mutations, outcomes) { mutation.finish(outcome) }
+        return outcomes
     }
 
     /// One transaction: reads the key's versions, applies `edits` in order, writes the result (or
