@@ -40,7 +40,8 @@ extension Store {
 
     /// Stores what `read` yields (it fills the buffer it is given as far as it can and returns the
     /// count, 0 at the end) as a chunked blob. This thread reads, hashes the whole content and cuts
-    /// and hashes chunks; a second thread compresses and stores them and builds the manifest tree.
+    /// chunks; the writer's queue hashes, compresses (both on two threads) and stores them and
+    /// builds the manifest tree.
     ///
     /// Every chunk and node is freshened or written before the node that lists it, and a pin held
     /// for the whole put keeps collection away from them (their times are all at or after it) until
@@ -72,13 +73,12 @@ extension Store {
                     count += read
                 }
             }
-            var chunks: [CutChunk] = []
+            var chunks: [Range<Int>] = []
             var offset = 0
             batch.withUnsafeBytes { raw in
                 if knownDigest == nil { hasher.update(UnsafeRawBufferPointer(rebasing: raw[carry.count...])) }
                 while let length = chunker.nextChunkLength(in: UnsafeRawBufferPointer(rebasing: raw[offset...]), isFinal: atEnd) {
-                    let range = offset ..< offset + length
-                    chunks.append(CutChunk(range: range, digest: SHA256.hash(UnsafeRawBufferPointer(rebasing: raw[range]))))
+                    chunks.append(offset ..< offset + length)
                     offset += length
                 }
             }
@@ -323,7 +323,7 @@ extension Store {
         // Each side writes only its own slots, and the buffers outlive the wait below.
         nonisolated(unsafe) let slots = results
         nonisolated(unsafe) let inputs = jobs
-        let compressOne = { @Sendable (index: Int) in
+        Self.onTwoThreads(count: inputs.count) { index in
             let (piece, dictionary) = inputs[index]
             if let dictionary {
                 slots[index] = Zstd.compress(piece, dictionary: dictionary, limit: piece.count - PackFormat.dictionaryReferenceSize)
@@ -332,20 +332,39 @@ extension Store {
                 slots[index] = Zstd.compress(piece, level: level).map { CompressedChunk(frame: $0, usesDictionary: false) }
             }
         }
-        // Each thread takes the next piece until none is left, so a thread the reader (or anything
-        // else) keeps off a core leaves its share to the other instead of holding up the batch.
-        let next = Atomic<Int>(0)
-        let work = { @Sendable in
-            while case let index = next.wrappingAdd(1, ordering: .relaxed).oldValue, index < inputs.count { compressOne(index) }
-        }
-        let helped = DispatchGroup()
-        Self.compressionHelper.async(group: helped, execute: work)
-        work()
-        helped.wait()
         return Array(results)
     }
 
-    /// The second compressing thread of chunked puts (shared by concurrent puts).
+    /// The digests of a batch's chunks, hashed on two threads.
+    static func hashChunks(_ batch: [UInt8], _ ranges: [Range<Int>]) -> [CutChunk] {
+        let digests = UnsafeMutableBufferPointer<Digest>.allocate(capacity: ranges.count)
+        defer { digests.deallocate() }
+        batch.withUnsafeBytes { raw in
+            // Each side initializes only its own slots, and the buffers outlive the wait below.
+            nonisolated(unsafe) let (slots, bytes) = (digests, raw)
+            onTwoThreads(count: ranges.count) { index in
+                (slots.baseAddress! + index).initialize(to: SHA256.hash(UnsafeRawBufferPointer(rebasing: bytes[ranges[index]])))
+            }
+        }
+        defer { digests.deinitialize() }
+        return zip(ranges, digests).map { CutChunk(range: $0, digest: $1) }
+    }
+
+    /// Runs `body` for every index below `count`, on the calling thread and the helper. Each thread
+    /// takes the next index until none is left, so a thread the reader (or anything else) keeps off a
+    /// core leaves its share to the other instead of holding up the batch.
+    private static func onTwoThreads(count: Int, _ body: @escaping @Sendable (Int) -> Void) {
+        let next = Atomic<Int>(0)
+        let work = { @Sendable in
+            while case let index = next.wrappingAdd(1, ordering: .relaxed).oldValue, index < count { body(index) }
+        }
+        let helped = DispatchGroup()
+        compressionHelper.async(group: helped, execute: work)
+        work()
+        helped.wait()
+    }
+
+    /// The second thread of chunked puts, for hashing and compressing chunks (shared by concurrent puts).
     private static let compressionHelper = DispatchQueue(label: "ContentStore.chunk-compression")
 
     // MARK: Reading
@@ -461,8 +480,8 @@ private final class ChunkWriter: Sendable {
         self.store = store
     }
 
-    /// Queues a batch; throws the error an earlier batch met.
-    func submit(_ batch: [UInt8], _ chunks: [Store.CutChunk]) throws {
+    /// Queues a batch of chunks (their ranges in `batch`); throws the error an earlier batch met.
+    func submit(_ batch: [UInt8], _ ranges: [Range<Int>]) throws {
         try state.withLock { if let error = $0.error { throw error } }
         slots.wait()
         queue.async { [self] in
@@ -477,6 +496,9 @@ private final class ChunkWriter: Sendable {
             defer { releaseSlot() }
             guard state.withLock({ $0.error == nil }) else { return }
             do {
+                // Hashed here rather than by the reading thread, which also hashes the whole content
+                // and cuts the chunks: both threads share the hashing, as they share the compression.
+                let chunks = Store.hashChunks(batch, ranges)
                 let time = store.nowSeconds
                 try store.storeChunks(batch, chunks, time: time, compressed: releaseSlot)
                 let nodes = state.withLock { state in
