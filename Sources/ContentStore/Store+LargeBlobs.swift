@@ -337,16 +337,16 @@ extension Store {
 
     /// The digests of a batch's chunks, hashed on two threads.
     static func hashChunks(_ batch: [UInt8], _ ranges: [Range<Int>]) -> [CutChunk] {
-        let digests = UnsafeMutableBufferPointer<Digest>.allocate(capacity: ranges.count)
-        defer { digests.deallocate() }
-        batch.withUnsafeBytes { raw in
-            // Each side initializes only its own slots, and the buffers outlive the wait below.
-            nonisolated(unsafe) let (slots, bytes) = (digests, raw)
-            onTwoThreads(count: ranges.count) { index in
-                (slots.baseAddress! + index).initialize(to: SHA256.hash(UnsafeRawBufferPointer(rebasing: bytes[ranges[index]])))
+        let digests = [Digest](unsafeUninitializedCapacity: ranges.count) { buffer, count in
+            batch.withUnsafeBytes { raw in
+                // Each side initializes only its own slots, and the buffers outlive the wait below.
+                nonisolated(unsafe) let (slots, bytes) = (buffer, raw)
+                onTwoThreads(count: ranges.count) { index in
+                    slots.initializeElement(at: index, to: SHA256.hash(UnsafeRawBufferPointer(rebasing: bytes[ranges[index]])))
+                }
             }
+            count = ranges.count
         }
-        defer { digests.deinitialize() }
         return zip(ranges, digests).map { CutChunk(range: $0, digest: $1) }
     }
 
