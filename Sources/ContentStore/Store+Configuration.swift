@@ -86,6 +86,10 @@ extension Store {
         /// commit's sync overwrites rather than appends (Docs/durability.md). Default 1 MiB (less while a
         /// segment is young); 0 appends.
         var walPreallocation: UInt64 = 1 << 20
+        /// Runs in ``Store/readLatest(_:)`` between taking its unpinned view and running the body:
+        /// where a test lets a writer and a collection take a blob the view references, to force
+        /// the read again on a snapshot through a facade whose body it cannot reach. Nil outside tests.
+        package var afterTakingUnpinnedView: (@Sendable (Store) -> Void)?
 
         /// The defaults.
         public init() {}

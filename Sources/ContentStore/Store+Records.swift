@@ -29,6 +29,7 @@ extension Store {
     package func readLatest<T>(_ body: (Snapshot) throws -> T) throws -> T {
         try checkOpen()
         let latest = Snapshot(records: published.withLock { $0.records }, store: self, pin: nil)
+        configuration.afterTakingUnpinnedView?(self)
         do {
             return try body(latest)
         } catch let error as StoreError where error.code == .notFound {

@@ -1,6 +1,7 @@
 import ContentStore
 @testable import DataArchive
 import Foundation
+import Synchronization
 import Testing
 
 /// How the archive maps onto records and blobs, and what that buys.
@@ -110,6 +111,67 @@ import Testing
         #expect(isLockingReaderWasFinished(await reader.nextAndWait().1))
         clock.advance(seconds: 10)
         #expect(try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero)).blobsRemoved == 3)
+    }
+
+    /// What an outside writer does to the key while a value read is between looking it up and reading its blob.
+    enum OutsideChange: CaseIterable, Sendable {
+        case replaced, removed
+    }
+
+    /// A value read takes no snapshot pin (`Store.readLatest`), so a writer outside the archive
+    /// (sharing its store) and a collection can take the blob it looked up before it reads it. The
+    /// read then runs again on a snapshot and returns what the key holds by then, the newer value or
+    /// none: never the old bytes from a collected blob, never a `notFound` failure.
+    @Test(arguments: OutsideChange.allCases)
+    func aValueCollectedWhileBeingReadIsReadAgain(change: OutsideChange) async throws {
+        let clock = TestClock()
+        let newer = bytes("newer")
+        let armed = Mutex(false)
+        let collected = Mutex<[Int]>([])
+        var configuration = Store.Configuration()
+        configuration.durability = .none
+        configuration.now = { clock.now }
+        configuration.afterTakingUnpinnedView = { store in
+            guard armed.withLock({ armed in
+                defer { armed = false }
+                return armed
+            }) else { return }
+            do {
+                try store.write { transaction in
+                    switch change {
+                    case .replaced:
+                        let digest = try store.put(newer)
+                        try transaction.setRecord(VersionList(versions: [digest]).record, forKey: "dataarchive/doc")
+                    case .removed:
+                        try transaction.removeRecord(forKey: "dataarchive/doc")
+                    }
+                }
+                clock.advance(seconds: 10)
+                let removed = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero)).blobsRemoved
+                collected.withLock { $0.append(removed) }
+            } catch {
+                Issue.record(error, "the outside change failed")
+            }
+        }
+        let store = try Store(at: directory.store, configuration: configuration)
+        defer { try? store.close() }
+        let archive = DataArchive(store: store)
+        let expected = change == .replaced ? newer : nil
+
+        // Through the callback API and the async one, each read with a fresh value to collect.
+        #expect(await archive.setAndWait("doc", bytes("older 1")).isSuccess)
+        armed.withLock { $0 = true }
+        let (got, result) = await archive.getAndWait("doc")
+        #expect(result.isSuccess)
+        #expect(got == expected)
+
+        #expect(await archive.setAndWait("doc", bytes("older 2")).isSuccess)
+        armed.withLock { $0 = true }
+        #expect(try await archive.data(forKey: "doc") == expected)
+
+        // Each read ran into the change, and the collection took the blob it had looked up.
+        #expect(collected.withLock { $0 } == [1, 1])
+        #expect(!store.contains(Digest.sha256(bytes("older 1"))) && !store.contains(Digest.sha256(bytes("older 2"))))
     }
 
     @Test func instancesForOneRootShareTheStoreAndItOutlivesThem() async throws {
