@@ -90,6 +90,9 @@ extension Store {
         /// where a test lets a writer and a collection take a blob the view references, to force
         /// the read again on a snapshot through a facade whose body it cannot reach. Nil outside tests.
         package var afterTakingUnpinnedView: (@Sendable (Store) -> Void)?
+        /// Runs as a put starts training a chunk dictionary: where a test holds the training so that
+        /// concurrent puts meet it. Nil outside tests.
+        package var beforeTrainingDictionary: (@Sendable () -> Void)?
 
         /// The defaults.
         public init() {}

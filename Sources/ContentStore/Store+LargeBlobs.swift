@@ -183,15 +183,21 @@ extension Store {
     ///
     /// A sample of the chunks is compressed first. When none of it compresses, the rest is stored
     /// raw. Otherwise the rest is compressed with the active pack's dictionary when it has one and
-    /// the sample shows it pays, else without; when the pack has no decision yet and the batch
-    /// compressed (and has enough new bytes to learn from), a dictionary is trained on it and the
-    /// batch compressed again with it, each chunk keeping the smaller frame. Training decides for
-    /// the pack, even when it yields nothing or the dictionary does not pay: incompressible data is
-    /// not trained on again until the next pack.
+    /// the sample shows it pays, else without; when the pack has no decision yet, no other put is
+    /// training one, and the batch compressed (and has enough new bytes to learn from), a dictionary
+    /// is trained on it and the batch compressed again with it, each chunk keeping the smaller
+    /// frame. Training decides for the pack, even when it yields nothing or the dictionary does not
+    /// pay: incompressible data is not trained on again until the next pack.
     private func compressChunks(_ pieces: [UnsafeRawBufferPointer], time: UInt32) -> ([CompressedChunk?], ChunkDictionary?) {
         let active = packs.activePackID
-        let decided = dictionaries.current(forActivePack: active)
-        let dictionary = decided.flatMap { $0 }
+        let trains: Bool
+        let dictionary: ChunkDictionary?
+        switch dictionaries.choice(forActivePack: active) {
+        case .decided(let decided): (trains, dictionary) = (false, decided)
+        case .train: (trains, dictionary) = (true, nil)
+        case .without: (trains, dictionary) = (false, nil)
+        }
+        defer { if trains { dictionaries.endTraining() } }
         let compressor = dictionary?.compressor
         let sample = Array(stride(from: 0, to: pieces.count, by: Self.sampleInterval))
         let sampled = compress(sample.map { (pieces[$0], nil) } + (compressor == nil ? [] : sample.map { (pieces[$0], compressor) }))
@@ -199,7 +205,7 @@ extension Store {
         for (index, frame) in zip(sample, sampled) { frames[index] = frame }
         guard pieces.count < Self.samplingMinimumChunks || frames.contains(where: { $0 != nil }) else {
             // With no frame, training finds the batch incompressible and decides the pack gets no dictionary.
-            if decided == nil { _ = trainDictionary(on: pieces, compressed: frames, forActivePack: active, time: time) }
+            if trains { _ = trainDictionary(on: pieces, compressed: frames, forActivePack: active, time: time) }
             return (frames, nil)
         }
         var pays = false
@@ -214,7 +220,7 @@ extension Store {
         let rest = pieces.indices.filter { $0 % Self.sampleInterval != 0 }
         for (index, frame) in zip(rest, compress(rest.map { (pieces[$0], pays ? compressor : nil) })) { frames[index] = frame }
         if pays { return (frames, dictionary) }
-        guard decided == nil,
+        guard trains,
               let trained = trainDictionary(on: pieces, compressed: frames, forActivePack: active, time: time),
               let trainedCompressor = trained.compressor
         else { return (frames, nil) }
@@ -271,6 +277,7 @@ extension Store {
             dictionaries.decide(nil, forActivePack: active)
             return nil
         }
+        configuration.beforeTrainingDictionary?()
         let level = configuration.compressionLevel
         let capacity = min(trainingBytes / Self.dictionaryTrainingRatio, PackFormat.maximumDictionarySize)
         let trained = Zstd.trainDictionary(samples: samples, capacity: capacity, level: level)

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import ContentStore
 
@@ -199,6 +200,46 @@ import Testing
         let stored = Dictionary(entries.map { ($0.header.digest, $0.header) }, uniquingKeysWith: { first, _ in first })
         #expect(textChunks.allSatisfy { stored[$0]?.isCompressed == true })
         #expect(randomChunks.allSatisfy { stored[$0]?.isCompressed == false })
+    }
+
+    /// Concurrent puts into a pack with no decision yet train one dictionary between them: while one
+    /// trains, the others' batches are compressed without one.
+    @Test func concurrentPutsIntoAnUndecidedPackTrainOneDictionary() throws {
+        let dir = TemporaryDirectory()
+        let texts = (0 ..< 4).map { Self.text(1 << 20, seed: 40 + UInt64($0)) }
+        // The first put to train waits until a second one trains too, which code that lets two
+        // puts train for one pack does whatever the scheduling, or until every other put is done.
+        let puts = Mutex((training: 0, finished: 0))
+        var configuration = Self.configuration()
+        configuration.beforeTrainingDictionary = {
+            puts.withLock { $0.training += 1 }
+            #expect(waitUntil(timeout: 60) { puts.withLock { $0.training > 1 || $0.finished == texts.count - 1 } })
+        }
+        let store = try Store(at: dir.store, configuration: configuration)
+        let failures = Mutex<[String]>([])
+        // Threads of their own, all running at once, since one of them waits for the others.
+        let group = DispatchGroup()
+        for (thread, text) in texts.enumerated() {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                do {
+                    let digest = try store.put(text)
+                    puts.withLock { $0.finished += 1 }
+                    if try store.get(digest) != text { failures.withLock { $0.append("text \(thread) reads back wrong") } }
+                } catch {
+                    failures.withLock { $0.append("text \(thread): \(error)") }
+                }
+            }.start()
+        }
+        group.wait()
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+        #expect(try store.verify(VerificationOptions(readData: true)).isClean)
+        try store.close()
+        let entries = try Self.packEntries(dir.store)
+        #expect(Set(entries.map(\.path)).count == 1)
+        #expect(entries.filter(\.header.isDictionary).count == 1)
+        #expect(try Self.expectOneDictionaryPerPackUsedByItsEntries(dir.store) > 0)
     }
 
     /// A small edit's few new chunks train no dictionary of their own in a new pack.

@@ -94,28 +94,57 @@ final class ChunkDictionaries: Sendable {
         var order: [BlobLocation] = []
     }
 
-    private let current = Mutex<Current?>(nil)
+    private struct Decision {
+        var current: Current?
+        /// Whether a put is training a dictionary (for whichever pack): see ``choice(forActivePack:)``.
+        var training = false
+    }
+
+    /// What a batch of new chunks for the active pack is compressed with.
+    enum Choice {
+        /// The pack's decision: its dictionary, or nil when it has none.
+        case decided(ChunkDictionary?)
+        /// No decision yet, and this put trains one: it must call ``endTraining()`` when done,
+        /// having called ``decide(_:forActivePack:)`` or not (too few new bytes to learn from).
+        case train
+        /// No decision yet while another put trains one: this batch goes without.
+        case without
+    }
+
+    private let decision = Mutex(Decision())
     private let cache = Mutex(Cache())
 
-    /// The dictionary decided for `activePack`, or nil (outside) when none was: a dictionary serves
-    /// the pack that was active when it was trained, so each pack's chunks get one trained on
-    /// chunks of their own kind.
-    func current(forActivePack activePack: UInt32?) -> ChunkDictionary?? {
-        current.withLock { current -> ChunkDictionary?? in
-            guard var decided = current else { return .none }
-            if decided.pack == nil {
-                decided.pack = activePack
-                current = decided
-            } else if decided.pack != activePack {
-                return .none
+    /// The choice for a batch bound for `activePack`: a dictionary serves the pack that was active
+    /// when it was trained, so each pack's chunks get one trained on chunks of their own kind.
+    ///
+    /// Training is single-flight: a concurrent put for an undecided pack compresses its batch
+    /// without a dictionary rather than wait for the training (tens of milliseconds, once per pack)
+    /// or train a second one. It loses the dictionary's gain on that one batch, which costs less
+    /// than blocking the put, and the pack still gets one dictionary. One training at a time for
+    /// the whole store, not per pack: the next pack becomes active only once this one is full.
+    func choice(forActivePack activePack: UInt32?) -> Choice {
+        decision.withLock { decision -> Choice in
+            if var decided = decision.current {
+                if decided.pack == nil {
+                    decided.pack = activePack
+                    decision.current = decided
+                }
+                if decided.pack == activePack { return .decided(decided.dictionary) }
             }
-            return .some(decided.dictionary)
+            guard !decision.training else { return .without }
+            decision.training = true
+            return .train
         }
     }
 
     /// Records the outcome of training for `activePack`.
     func decide(_ dictionary: ChunkDictionary?, forActivePack activePack: UInt32?) {
-        current.withLock { $0 = Current(pack: activePack, dictionary: dictionary) }
+        decision.withLock { $0.current = Current(pack: activePack, dictionary: dictionary) }
+    }
+
+    /// Ends the training ``choice(forActivePack:)`` handed out (``Choice/train``).
+    func endTraining() {
+        decision.withLock { $0.training = false }
     }
 
     /// The dictionary at `location`, from the cache or from `load` (whose result is cached).
