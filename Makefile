@@ -47,8 +47,13 @@ gc-soak: deps
 # COMPARE_ARGS="--corpus-mb 50" etc. (`compare --help`).
 BENCH_ARGS   ?=
 COMPARE_ARGS ?=
+# SwiftPM reuses the build plan it cached (description.json) without always noticing a source file
+# added to the engine, a path dependency (`../`) of Benchmarks/: the build then fails with "cannot
+# find X in scope". Removing the cached plan has it planned again, which takes about a second.
+STALE_BENCH_PLAN := Benchmarks/.build/*/description.json
 
 bench: deps
+	rm -f $(STALE_BENCH_PLAN)
 	cd Benchmarks && $(SWIFT) package benchmark --no-progress $(BENCH_ARGS)
 
 compare: deps
@@ -58,6 +63,7 @@ compare: deps
 		( $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq restic git borgbackup ) \
 			|| echo "Could not install restic/git/borg; the comparison skips what is missing and says why."; \
 	fi
+	rm -f $(STALE_BENCH_PLAN)
 	cd Benchmarks && $(SWIFT) build -c release --product compare
 	cd Benchmarks && ./.build/release/compare --output ../Docs/benchmarks $(COMPARE_ARGS)
 
