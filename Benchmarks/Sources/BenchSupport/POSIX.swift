@@ -136,17 +136,35 @@ public enum POSIX {
         try check(fstat(fd, &info), "fstat", path)
         let size = Int(info.st_size)
         return try [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
-            var offset = 0
-            while offset < size {
-                let n = pread(fd, buffer.baseAddress! + offset, size - offset, off_t(offset))
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw SystemCallError(call: "pread", path: path, code: errno)
-                }
-                if n == 0 { break }
-                offset += n
+            count = try readAll(fd, into: UnsafeMutableRawBufferPointer(buffer), path: path)
+        }
+    }
+
+    /// `pread`s from offset 0 until `buffer` is full or the file ends; returns the bytes read.
+    public static func readAll(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String = "") throws -> Int {
+        var offset = 0
+        while offset < buffer.count {
+            let n = pread(fd, buffer.baseAddress! + offset, buffer.count - offset, off_t(offset))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw SystemCallError(call: "pread", path: path, code: errno)
             }
-            count = offset
+            if n == 0 { break }
+            offset += n
+        }
+        return offset
+    }
+
+    /// `pwrite`s every byte at `offset`.
+    public static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int, path: String = "") throws {
+        var done = 0
+        while done < bytes.count {
+            let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw SystemCallError(call: "pwrite", path: path, code: errno)
+            }
+            done += n
         }
     }
 

@@ -15,6 +15,13 @@ struct MachineLimits: Codable {
     var zstdStoredBytes: Int
     /// CPU seconds of SHA-256 over every byte plus zstd -3 over the unique bytes.
     var ingestCPUSeconds: Double
+    /// CPU seconds of reading every corpus file out of the page cache (`open`, `pread` into one
+    /// reused buffer, `close`) on one thread: I/O any ingest of files must do, which
+    /// ``ingestCPUSeconds`` leaves out.
+    var readCPUSeconds: Double
+    /// CPU seconds of writing the stored bytes (each unique file's zstd frame appended with one
+    /// `pwrite`, then one `fdatasync`) on one thread: the other half of that I/O.
+    var storeWriteCPUSeconds: Double
     /// Wall seconds for that same work spread over the cores (threads pulling files from a queue,
     /// from memory, no I/O): the compute bound of an ingest, under this round's load.
     var ingestComputeSeconds: Double
@@ -31,6 +38,10 @@ struct MachineLimits: Codable {
     /// point read with no I/O and no lookup), operations per second on one thread.
     var pointReadOpsPerSecond: Double
     var cores: Int
+
+    /// The compute of ``ingestCPUSeconds`` plus the reads and writes an ingest must do: what an
+    /// ingest with no other work at all (no index, log, checksums, chunking or locking) would use.
+    var ingestWithIOCPUSeconds: Double { ingestCPUSeconds + readCPUSeconds + storeWriteCPUSeconds }
 
     /// The cheapest durable write measured: the floor under any commit.
     var syncFloorMs: Double { min(appendSyncMedianMs, overwriteSyncMedianMs) }
@@ -58,6 +69,7 @@ func threadCPUSeconds() -> Double {
 /// Runs the limit probes on data loaded once.
 struct LimitProbe {
     let files: [[UInt8]]
+    let paths: [String]
     let unique: [Int]
     let totalBytes: Int
     let uniqueBytes: Int
@@ -72,6 +84,7 @@ struct LimitProbe {
             if corpus.files[index].original == nil { unique.append(index) }
         }
         self.files = files
+        paths = corpus.files.indices.map(corpus.absolutePath)
         self.unique = unique
         totalBytes = corpus.totalBytes
         uniqueBytes = corpus.uniqueBytes
@@ -87,12 +100,14 @@ struct LimitProbe {
         let shaStart = threadCPUSeconds()
         for file in files { _ = Digest.sha256(file) }
         let shaCPU = threadCPUSeconds() - shaStart
-        var stored = 0
+        var storedSizes: [Int] = []
         let zstdStart = threadCPUSeconds()
         for index in unique {
-            stored += files[index].withUnsafeBytes { ZstdCodec.compress($0)?.count ?? $0.count }
+            storedSizes.append(files[index].withUnsafeBytes { ZstdCodec.compress($0)?.count ?? $0.count })
         }
         let zstdCPU = threadCPUSeconds() - zstdStart
+        let readCPU = try readCPUSeconds()
+        let storeWriteCPU = try writeCPUSeconds(storedSizes)
 
         // The same work spread over the cores, in wall time under this round's load.
         let (ingestBest, reingestBest) = try computeSeconds(repetitions: repetitions)
@@ -121,8 +136,10 @@ struct LimitProbe {
         return MachineLimits(
             sha256MBpsPerCore: Double(totalBytes) / 1e6 / shaCPU,
             zstdMBpsPerCore: Double(uniqueBytes) / 1e6 / zstdCPU,
-            zstdStoredBytes: stored,
+            zstdStoredBytes: storedSizes.reduce(0, +),
             ingestCPUSeconds: shaCPU + zstdCPU,
+            readCPUSeconds: readCPU,
+            storeWriteCPUSeconds: storeWriteCPU,
             ingestComputeSeconds: ingestBest,
             reingestComputeSeconds: reingestBest,
             writeMBps: Double(writeSize) / 1e6 / writeBest,
@@ -131,6 +148,36 @@ struct LimitProbe {
             overwriteSyncMedianMs: overwrite.median,
             pointReadOpsPerSecond: readRate,
             cores: ProcessInfo.processInfo.activeProcessorCount)
+    }
+
+    /// Thread CPU seconds to read every corpus file from the page cache, as an ingest reads it.
+    private func readCPUSeconds() throws -> Double {
+        var buffer = [UInt8](repeating: 0, count: files.map(\.count).max() ?? 0)
+        let start = threadCPUSeconds()
+        for (path, file) in zip(paths, files) {
+            let fd = try POSIX.open(path, O_RDONLY)
+            defer { Glibc.close(fd) }
+            _ = try buffer.withUnsafeMutableBytes { try POSIX.readAll(fd, into: UnsafeMutableRawBufferPointer(rebasing: $0[..<file.count]), path: path) }
+        }
+        return threadCPUSeconds() - start
+    }
+
+    /// Thread CPU seconds to append `sizes` bytes, one `pwrite` each, to a new file and sync it.
+    private func writeCPUSeconds(_ sizes: [Int]) throws -> Double {
+        let path = scratch + "/stored-probe"
+        var block = [UInt8](repeating: 0, count: sizes.max() ?? 0)
+        var random = DeterministicRandom(seed: 13)
+        block.withUnsafeMutableBytes { random.fill($0) }
+        let fd = try POSIX.open(path, O_WRONLY | O_CREAT | O_TRUNC)
+        defer { Glibc.close(fd); try? POSIX.unlink(path) }
+        let start = threadCPUSeconds()
+        var offset = 0
+        for size in sizes {
+            try block.withUnsafeBytes { try POSIX.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[..<size]), at: offset, path: path) }
+            offset += size
+        }
+        try POSIX.fdatasync(fd, path: path)
+        return threadCPUSeconds() - start
     }
 
     /// Wall seconds of the ideal ingest (SHA-256 of every file, zstd of the unique ones, threads

@@ -54,6 +54,7 @@ extension [MachineLimits] {
         return MachineLimits(
             sha256MBpsPerCore: m(\.sha256MBpsPerCore), zstdMBpsPerCore: m(\.zstdMBpsPerCore),
             zstdStoredBytes: Int(m { Double($0.zstdStoredBytes) }), ingestCPUSeconds: m(\.ingestCPUSeconds),
+            readCPUSeconds: m(\.readCPUSeconds), storeWriteCPUSeconds: m(\.storeWriteCPUSeconds),
             ingestComputeSeconds: m(\.ingestComputeSeconds), reingestComputeSeconds: m(\.reingestComputeSeconds),
             writeMBps: m(\.writeMBps), appendSyncMedianMs: m(\.appendSyncMedianMs), appendSyncP99Ms: m(\.appendSyncP99Ms),
             overwriteSyncMedianMs: m(\.overwriteSyncMedianMs), pointReadOpsPerSecond: m(\.pointReadOpsPerSecond),
@@ -183,6 +184,8 @@ struct ReportWriter {
             | SHA-256 (`Digest.sha256`, OpenSSL), per CPU-second of one core | \(String(format: "%.0f", limits.sha256MBpsPerCore)) MB/s |
             | zstd level 3 of each unique file, per CPU-second of one core | \(String(format: "%.0f", limits.zstdMBpsPerCore)) MB/s → \(String(format: "%.1f", Double(limits.zstdStoredBytes) / 1e6)) MB |
             | ingest compute (SHA-256 all + zstd unique) on \(limits.cores) threads, wall, under the round's load | \(String(format: "%.0f", Double(run.corpusBytes) / 1e6 / limits.ingestComputeSeconds)) MB/s (\(String(format: "%.2f", limits.ingestComputeSeconds)) s; \(String(format: "%.2f", limits.ingestCPUSeconds)) CPU s) |
+            | reading every corpus file from the page cache (`open`, `pread`, `close`), 1 core | \(String(format: "%.3f", limits.readCPUSeconds)) CPU s |
+            | writing the stored bytes (a `pwrite` per unique file, then `fdatasync`), 1 core | \(String(format: "%.3f", limits.storeWriteCPUSeconds)) CPU s |
             | SHA-256 of all bytes on \(limits.cores) threads, wall | \(String(format: "%.0f", Double(run.corpusBytes) / 1e6 / limits.reingestComputeSeconds)) MB/s |
             | sequential 1 MiB writes + `fdatasync` | \(String(format: "%.0f", limits.writeMBps)) MB/s |
             | 128-byte append + `fdatasync`, median / p99 | \(String(format: "%.3f", limits.appendSyncMedianMs)) / \(String(format: "%.3f", limits.appendSyncP99Ms)) ms |
