@@ -12,16 +12,20 @@ uint32_t cs_crc32c_extend(uint32_t crc, const void *data, size_t length);
 /// nothing, makes nothing durable); does nothing elsewhere. Returns 0 or -1 with `errno`.
 int cs_start_write_back(int descriptor, int64_t offset, int64_t length);
 
-/// An event count: a 32-bit word that threads wait on until a notification changes it, followed by
-/// a count of the threads asleep on it (`word` points at two `uint32_t`s, zeroed). A waiter takes the
-/// key first, then checks its condition, then waits with the key, so a notification between the
-/// check and the wait is not lost (the wait returns at once).
+/// An event count: a 32-bit word that threads wait on until a notification changes it. A waiter
+/// takes the key first, then checks its condition, then waits with the key, so a notification
+/// between the check and the wait is not lost (the wait returns at once). Linux sleeps on the word
+/// (futex); elsewhere a mutex and a condition variable do the kernel's compare-and-sleep.
+typedef struct cs_event cs_event;
+/// A new event count, or NULL when memory or a lock cannot be had. Free it with `cs_event_destroy`.
+cs_event *cs_event_create(void);
+void cs_event_destroy(cs_event *event);
 /// Returns the current key.
-uint32_t cs_event_key(const uint32_t *word);
+uint32_t cs_event_key(const cs_event *event);
 /// Sleeps while the word still holds `key`, for at most `timeout_ns` (< 0: no limit). May return
-/// early or spuriously (elsewhere than Linux it sleeps at most 20 µs: a poll): re-check, then wait again.
-void cs_event_wait(uint32_t *word, uint32_t key, int64_t timeout_ns);
-/// Changes the word and wakes every waiter (one system call, none when no one sleeps).
-void cs_event_notify_all(uint32_t *word);
+/// early or spuriously: re-check, then wait again.
+void cs_event_wait(cs_event *event, uint32_t key, int64_t timeout_ns);
+/// Changes the word and wakes every waiter (none asleep: no system call).
+void cs_event_notify_all(cs_event *event);
 
 #endif
