@@ -31,6 +31,22 @@ public struct Corpus: Sendable {
     public func bytes(of kind: Kind) -> Int { files.reduce(0) { $0 + ($1.kind == kind ? $1.size : 0) } }
     public func absolutePath(_ index: Int) -> String { root + "/" + files[index].path }
 
+    /// Reads every file as an ingest does (`open`, `pread` into one reused buffer, `close`) and
+    /// returns the calling thread's CPU seconds for it. Also what brings the files back into the
+    /// page cache: this machine reclaims page-cache pages left idle for about half a minute, so a
+    /// corpus read a round earlier is partly on disk again.
+    public func readEveryFile() throws -> Double {
+        var buffer = [UInt8](repeating: 0, count: files.map(\.size).max() ?? 0)
+        let start = threadCPUSeconds()
+        for index in files.indices {
+            let path = absolutePath(index)
+            let fd = try POSIX.open(path, O_RDONLY)
+            defer { close(fd) }
+            _ = try buffer.withUnsafeMutableBytes { try POSIX.readAll(fd, into: UnsafeMutableRawBufferPointer(rebasing: $0[..<files[index].size]), path: path) }
+        }
+        return threadCPUSeconds() - start
+    }
+
     /// Writes the corpus under `root` (which must be empty or missing) and syncs it, so later timed
     /// writes do not compete with its write-back.
     public static func generate(at root: String, totalBytes: Int, seed: UInt64 = 0xC0FFEE) throws -> Corpus {

@@ -103,6 +103,13 @@ public func cpuSeconds(children: Bool = false) -> Double {
     return seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
+/// CPU seconds used by the calling thread so far.
+public func threadCPUSeconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
 /// Nanoseconds accumulated from several threads (time spent in one kind of call).
 public final class TimeAccumulator: Sendable {
     private let nanoseconds = Atomic<UInt64>(0)

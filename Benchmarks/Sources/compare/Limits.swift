@@ -59,17 +59,10 @@ struct MachineLimits: Codable {
     func commitsPerSecond(writers: Int) -> Double { Double(writers) / (syncFloorMs / 1000) }
 }
 
-/// CPU seconds used by the calling thread so far.
-func threadCPUSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
-
 /// Runs the limit probes on data loaded once.
 struct LimitProbe {
+    let corpus: Corpus
     let files: [[UInt8]]
-    let paths: [String]
     let unique: [Int]
     let totalBytes: Int
     let uniqueBytes: Int
@@ -84,7 +77,7 @@ struct LimitProbe {
             if corpus.files[index].original == nil { unique.append(index) }
         }
         self.files = files
-        paths = corpus.files.indices.map(corpus.absolutePath)
+        self.corpus = corpus
         self.unique = unique
         totalBytes = corpus.totalBytes
         uniqueBytes = corpus.uniqueBytes
@@ -150,16 +143,11 @@ struct LimitProbe {
             cores: ProcessInfo.processInfo.activeProcessorCount)
     }
 
-    /// Thread CPU seconds to read every corpus file from the page cache, as an ingest reads it.
+    /// Thread CPU seconds to read every corpus file from the page cache, as an ingest reads it: the
+    /// second of two passes, since the first may find pages the machine evicted and read the disk.
     private func readCPUSeconds() throws -> Double {
-        var buffer = [UInt8](repeating: 0, count: files.map(\.count).max() ?? 0)
-        let start = threadCPUSeconds()
-        for (path, file) in zip(paths, files) {
-            let fd = try POSIX.open(path, O_RDONLY)
-            defer { Glibc.close(fd) }
-            _ = try buffer.withUnsafeMutableBytes { try POSIX.readAll(fd, into: UnsafeMutableRawBufferPointer(rebasing: $0[..<file.count]), path: path) }
-        }
-        return threadCPUSeconds() - start
+        _ = try corpus.readEveryFile()
+        return try corpus.readEveryFile()
     }
 
     /// Thread CPU seconds to append `sizes` bytes, one `pwrite` each, to a new file and sync it.
