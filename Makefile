@@ -22,6 +22,11 @@ release: deps
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	@# The event count's other path (condition variable: macOS and systems without a futex), on Linux too.
+	mkdir -p .build
+	$(CC) -O2 -Wall -Wextra -DCS_EVENT_CONDVAR -ISources/CContentStoreSupport/include -o .build/eventcount-condvar-stress \
+		Tests/Portability/eventcount_condvar_stress.c Sources/CContentStoreSupport/eventcount.c -lpthread
+	.build/eventcount-condvar-stress
 
 run: release
 	$(SWIFT) run -c release --skip-build contentstore demo --store "$(STORE)"

@@ -3,8 +3,9 @@ import Synchronization
 import Testing
 @testable import ContentStore
 
-/// The event count committers sleep on. Linux runs the futex path; the condition-variable path other
-/// platforms use runs here with `swift test -Xcc -DCS_EVENT_CONDVAR --filter EventCountTests`.
+/// The event count committers sleep on. Linux runs the futex path; `make test` stresses the
+/// condition-variable path other platforms use (Tests/Portability), and these tests run on it with
+/// `swift test -Xcc -DCS_EVENT_CONDVAR --filter EventCountTests`.
 /// A lost wake-up leaves a waiter asleep, so each test waits for its threads with a deadline, then
 /// notifies once more to let any stuck waiter go before failing.
 @Suite struct EventCountTests {
