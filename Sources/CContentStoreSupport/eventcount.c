@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #else
+#define CS_EVENT_FUTEX 0
 #include <pthread.h>
 #endif
 
