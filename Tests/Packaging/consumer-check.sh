@@ -44,10 +44,11 @@ import Foundation
 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("consumer-\(UUID())")
 defer { try? FileManager.default.removeItem(at: directory) }
 let store = try Store(at: directory)
-let digest = try store.put(Data("hello".utf8))
-try store.write { tx in try tx.setRecord(Record(value: Data(), references: [digest]), forKey: "k") }
-precondition(try store.get(digest) == Data("hello".utf8))
-try store.close()
+let digest = try await store.put(Data("hello".utf8))
+try await store.write { tx in try tx.setRecord(Record(value: Data(), references: [digest]), forKey: "k") }
+let bytes = try await store.get(digest)
+precondition(bytes == Data("hello".utf8))
+try await store.close()
 print("consumer: ContentStore \(digest) ok")
 SWIFT
 
