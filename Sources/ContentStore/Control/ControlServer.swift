@@ -17,15 +17,13 @@ import Synchronization
 ///   a `refused` line and nothing changes. The socket file is mode 0600 before it listens.
 /// - the socket exists only while the store is open: a file left by a killed process is replaced
 ///   at the next open (the store's lock is held then, so no live process is listening on it), and
-///   `close()` stops listening, waits for requests in progress and removes the file.
+///   `close()` stops listening and removes the file.
 /// - a socket that cannot be created (path too long, read-only directory) is logged; the store
 ///   opens anyway.
 final class ControlServer: Sendable {
     let path: String
     private let listener: Int32
     private let logger: Logger
-    /// Requests in progress, so `stop()` can wait for them (each holds the store while it runs).
-    private let inProgress = Mutex<Int>(0)
     private let stopped = Atomic<Bool>(false)
     private let acceptorDone = DispatchSemaphore(value: 0)
 
@@ -47,7 +45,9 @@ final class ControlServer: Sendable {
             return nil
         }
         let server = ControlServer(path: path, listener: listener, logger: store.logger)
-        let thread = Thread { [weak store] in server.acceptLoop(store: store) }
+        // Weak: the acceptor must not keep a store alive that its owner released (deinit closes it).
+        weak let weakStore = store
+        let thread = Thread { server.acceptLoop { weakStore } }
         thread.name = "ContentStore control"
         thread.start()
         store.logger.debug("control socket listening", metadata: ["path": "\(path)"])
@@ -60,8 +60,8 @@ final class ControlServer: Sendable {
         self.logger = logger
     }
 
-    /// Stops listening, removes the socket file and waits for requests in progress to finish
-    /// (the store being closed makes a running operation stop at its next step).
+    /// Stops listening and removes the socket file. A request in progress holds the store; the store
+    /// being closed makes its operation stop at its next step.
     func stop() {
         guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         unlink(path)
@@ -72,9 +72,7 @@ final class ControlServer: Sendable {
     }
 
     /// Accepts connections until stopped; each is served on a thread of its own.
-    private func acceptLoop(store: Store?) {
-        // Weak: the acceptor must not keep a store alive that its owner released (deinit closes it).
-        weak let store = store
+    private func acceptLoop(store: @escaping @Sendable () -> Store?) {
         defer { acceptorDone.signal() }
         while !stopped.load(ordering: .acquiring) {
             let connection = accept(listener, nil, nil)
@@ -83,11 +81,11 @@ final class ControlServer: Sendable {
                 return
             }
             _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
-            guard let store else {
-                close(connection)
-                return
+            // The store is taken on the request's thread: were the acceptor to hold the last
+            // reference, the store's deinit would stop this very loop and wait for it.
+            let thread = Thread { [self] in
+                if let store = store() { serve(connection, store: store) } else { close(connection) }
             }
-            let thread = Thread { [self] in serve(connection, store: store) }
             thread.name = "ContentStore control request"
             thread.start()
         }
@@ -114,8 +112,6 @@ final class ControlServer: Sendable {
             channel.sendLine(Self.error(code: "unsupportedVersion", message: "this process speaks control protocol version \(ControlProtocol.version), not \(request.version)"))
             return
         }
-        inProgress.withLock { $0 += 1 }
-        defer { inProgress.withLock { $0 -= 1 } }
         var accepted = ControlResponse(type: .accepted)
         accepted.pid = getpid()
         guard channel.sendLine(accepted) else { return }
