@@ -13,11 +13,10 @@ extension Store {
     func writeCheckpoint() throws {
         let started = ContinuousClock.now
         // The lead first: a leader may be waiting for the core lock to take its batch.
-        let contents = try wal.whileLeading {
-            try core.withLock { core -> Checkpoint.Contents in
-                guard core.isOpen else { throw Store.closedError }
-                let firstSegment = try wal.rotate { take in try takeBatch(take, core: &core) }
-                return Checkpoint.Contents(firstSegment: firstSegment, state: core.state)
+        let contents = try commits.whileLeading {
+            try core.whileOpen { held -> Checkpoint.Contents in
+                let firstSegment = try commits.rotate(&held)
+                return Checkpoint.Contents(firstSegment: firstSegment, state: held.state)
             }
         }
         try Checkpoint.write(contents, directory: layout.checkpoints, fileSystem: fileSystem)

@@ -277,7 +277,7 @@ extension Store {
             dictionaries.decide(nil, forActivePack: active)
             return nil
         }
-        configuration.beforeTrainingDictionary?()
+        seams.beforeTrainingDictionary?()
         let level = configuration.compressionLevel
         let capacity = min(trainingBytes / Self.dictionaryTrainingRatio, PackFormat.maximumDictionarySize)
         let trained = Zstd.trainDictionary(samples: samples, capacity: capacity, level: level)
@@ -298,7 +298,7 @@ extension Store {
 
     /// Whether the index lacks `digest`; freshens it when it has it (for a blob just written, a
     /// concurrent put of the same bytes won, and this copy is dead space).
-    private static func isAbsent(_ digest: Digest, from core: inout Core, time: UInt32) -> Bool {
+    private static func isAbsent(_ digest: Digest, from core: inout Core.Held, time: UInt32) -> Bool {
         guard core.state.blobs[digest] != nil else { return true }
         core.state.blobs.freshen(digest, time: time)
         return false
@@ -517,7 +517,7 @@ private final class ChunkWriter: Sendable {
                     return state.batches
                 }
                 if batches % Store.chunkingBatchesPerFlush == 0 {
-                    try store.flushLog(upTo: store.wal.appendedLSN, synchronously: store.configuration.durability == .full)
+                    try store.commits.flushAppended()
                 }
             } catch {
                 state.withLock { $0.error = $0.error ?? error }

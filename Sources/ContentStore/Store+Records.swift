@@ -5,13 +5,13 @@ extension Store {
     public func record(forKey key: String) throws -> Record? {
         try checkOpen()
         try Store.validate(key: key, limits: configuration.limits)
-        return published.withLock { $0.records[key] }
+        return commits.published.withLock { $0.records[key] }
     }
 
     /// The committed keys that start with `prefix`, in ascending order.
     public func keys(withPrefix prefix: String) throws -> [String] {
         try checkOpen()
-        return published.withLock { $0.records }.keys(withPrefix: prefix)
+        return commits.published.withLock { $0.records }.keys(withPrefix: prefix)
     }
 
     /// Runs `body` with one consistent snapshot of the records. Writers are not blocked.
@@ -28,8 +28,8 @@ extension Store {
     /// ``read(_:)`` would have; it may run twice and must have no other effects.
     package func readLatest<T>(_ body: (Snapshot) throws -> T) throws -> T {
         try checkOpen()
-        let latest = Snapshot(records: published.withLock { $0.records }, store: self, pin: nil)
-        configuration.afterTakingUnpinnedView?(self)
+        let latest = Snapshot(records: commits.published.withLock { $0.records }, store: self, pin: nil)
+        seams.afterTakingUnpinnedView?(self)
         do {
             return try body(latest)
         } catch let error as StoreError where error.code == .notFound {
@@ -47,7 +47,7 @@ extension Store {
         // and so not seen) or takes its time after `now`. Either way collection spares the blob.
         return core.withLock { _ in
             let now = nowSeconds
-            return published.withLock { published in
+            return commits.published.withLock { published in
                 // The pin is registered under the same lock, so collection sees it or sees the records it read.
                 let pin = snapshots.pin(at: min(now, published.horizon ?? now))
                 return Snapshot(records: published.records, store: self, pin: pin)
@@ -65,83 +65,8 @@ extension Store {
     @discardableResult
     public func write<T>(_ body: (inout Transaction) throws -> T) throws -> T {
         try checkOpen()
-        let result: T
-        let flushTo: UInt64
-        let committed: Bool
-        writer.lock()
-        do {
-            // Released before the flush, so the next transaction joins this one's group commit.
-            defer { writer.unlock() }
-            let changes: [LogRecord.Change]
-            do {
-                // Ends before the commit: a base still held would make it copy the path it changes.
-                var transaction = Transaction(base: core.withLock { $0.state.records }, limits: configuration.limits)
-                result = try body(&transaction)
-                changes = transaction.effectiveChanges
-            }
-            if changes.isEmpty {
-                // A transaction that changed nothing still returns only once the state it saw is durable:
-                // it may have read (or rewritten unchanged) a commit that another writer has not synced yet.
-                // (Read only then: it takes the lock every committer contends for.)
-                flushTo = wal.appendedLSN
-                committed = false
-            } else {
-                flushTo = try commit(changes)
-                committed = true
-            }
-        }
-        try flushLog(upTo: flushTo, synchronously: configuration.durability == .full)
+        let (result, committed) = try commits.write(body)
         if committed { scheduleCheckpointIfNeeded() }
         return result
-    }
-
-    /// Returns once the log is written up to `lsn` (and, when `synchronously`, durable), and what it
-    /// covers is published. Each batch is taken under the core lock, where the records as of its end
-    /// are noted for publishing.
-    func flushLog(upTo lsn: UInt64, synchronously: Bool) throws {
-        try wal.flush(upTo: lsn, synchronously: synchronously) { take in
-            try core.withLock { core in try takeBatch(take, core: &core) }
-        }
-        // The first committer of a batch to get here publishes all of it; the others skip the lock.
-        guard publishedLSN.load(ordering: .acquiring) < lsn else { return }
-        let covered = max(lsn, synchronously ? wal.durableLSN : wal.writtenLSN)
-        // The replaced versions are returned, so they are freed after the lock is released.
-        _ = published.withLock { published in
-            let (lsn, replaced) = published.publish(upTo: covered)
-            publishedLSN.store(lsn, ordering: .releasing)
-            return replaced
-        }
-    }
-
-    /// Takes a log batch (``BatchTaking``) with the core lock held, so the records are as of its
-    /// end, and notes them for publishing.
-    func takeBatch(_ take: () throws -> UInt64, core: inout Core) throws {
-        let end = try take()
-        published.withLock { $0.taken(core.state.records, upTo: end) }
-    }
-
-    /// Applies and logs a transaction's changes under the core lock.
-    /// Returns the commit's LSN.
-    private func commit(_ changes: [LogRecord.Change]) throws -> UInt64 {
-        return try core.withLock { core in
-            guard core.isOpen else { throw Store.closedError }
-            // Taken under the lock so commit times rise with LSNs (``Published/horizon`` relies on it).
-            let time = nowSeconds
-            if let missing = core.state.firstMissingReference(in: changes) {
-                throw StoreError(
-                    code: .missingBlob,
-                    message: "record \"\(Store.describe(missing.key))\" references blob \(missing.digest), which the store does not hold")
-            }
-            let record = LogRecord.Commit(sequence: core.state.commitSequence + 1, time: time, changes: changes)
-            let lsn = try wal.append(.commit(record))
-            do {
-                try core.state.apply(record)
-            } catch {
-                // Checked above, so unreachable short of a bug; the log already has the record, so stop here.
-                throw StoreError(code: .corrupted, message: "commit could not be applied: \(error)")
-            }
-            published.withLock { $0.applied(lsn: lsn, time: time) }
-            return lsn
-        }
     }
 }

@@ -16,11 +16,15 @@ public final class Store: Sendable {
     public let configuration: Configuration
     /// The store's directory.
     public let directory: URL
+    /// What tests substituted (``Seams``); the defaults otherwise.
+    let seams: Seams
 
     let layout: Layout
     let fileSystem: FileSystem
-    let packs: any BlobStorage
-    let wal: any RecordLog
+    let packs: PackStore
+    let wal: WriteAheadLog
+    /// Transactions, group commit and publication.
+    let commits: CommitPipeline
     let snapshots = SnapshotRegistry()
     /// Blobs `get` returned recently (``Configuration/readCacheSize``).
     let cache: BlobCache
@@ -28,27 +32,15 @@ public final class Store: Sendable {
     let dictionaries = ChunkDictionaries()
     private let lockFile: Mutex<File?>
 
-    struct Core {
-        var state: StoreState
-        var isOpen = true
-    }
-
-    /// Records, blob index and the order of WAL appends: held briefly, never across I/O except the
-    /// rotation of a checkpoint.
-    let core: Mutex<Core>
-    /// Mirrors `Core.isOpen` for ``checkOpen()``, which every call makes.
+    /// Records, blob index and the order of WAL appends.
+    let core: Core
+    /// Mirrors `Core.Held.isOpen` for ``checkOpen()``, which every call makes.
     private let isOpen = Atomic<Bool>(true)
-    /// Serializes transactions, so each sees the one before it.
-    let writer = AdaptiveLock()
-    /// What readers see: the records as of the newest commit that is durable.
-    let published: Mutex<Published>
-    /// Mirrors `Published.lsn`, so a committer whose commit another published skips the lock.
-    let publishedLSN = Atomic<UInt64>(0)
     /// Serializes checkpoints and collections with each other.
     let maintenance = Mutex<Void>(())
     let background: BackgroundWork
     /// The latest time ``nowSeconds`` returned, so it never goes backward (see there).
-    private let clockFloor = Atomic<UInt32>(0)
+    private let clockFloor = ClockFloor()
 
     var logger: Logger { configuration.logger }
 
@@ -58,12 +50,18 @@ public final class Store: Sendable {
     ///
     /// - Throws: ``StoreError`` with `locked` (naming the process) when another process has the store
     ///   open, `unsupportedFormat` for a directory that is not a store or a newer format version.
-    public init(at directory: URL, configuration: Configuration = .init()) throws {
+    public convenience init(at directory: URL, configuration: Configuration = .init()) throws {
+        try self.init(at: directory, configuration: configuration, seams: Seams())
+    }
+
+    /// ``init(at:configuration:)`` with what a test substitutes inside the store.
+    package init(at directory: URL, configuration: Configuration, seams: Seams) throws {
         self.configuration = configuration
+        self.seams = seams
         self.directory = directory.standardizedFileURL
         layout = Layout(root: self.directory.path)
         cache = BlobCache(capacity: configuration.readCacheSize)
-        fileSystem = FileSystem(io: configuration.fileIO)
+        fileSystem = FileSystem(io: seams.fileIO)
         try Store.validate(configuration)
 
         let (lock, recovered) = try Store.openDirectory(layout, fileSystem: fileSystem, configuration: configuration)
@@ -73,9 +71,13 @@ public final class Store: Sendable {
                 directory: layout.packs, sizeTarget: configuration.packSizeTarget, fileSystem: fileSystem, firstNewID: recovered.firstNewPackID)
             wal = WriteAheadLog(
                 directory: layout.wal, fileSystem: fileSystem, segment: recovered.segment, olderSegments: recovered.olderSegments,
-                segmentSizeLimit: configuration.walSegmentSize, preallocation: configuration.walPreallocation, packs: packs, packBytesLimit: min(configuration.loggedPackBytesLimit, WALFormat.maximumPackBytes))
-            core = Mutex(Core(state: recovered.state))
-            published = Mutex(Published(records: recovered.state.records))
+                segmentSizeLimit: configuration.walSegmentSize, preallocation: seams.walPreallocation)
+            core = Core(recovered.state)
+            let clockFloor = clockFloor
+            commits = CommitPipeline(
+                core: core, log: wal, packs: packs, records: recovered.state.records, limits: configuration.limits,
+                durability: configuration.durability, packBytesLimit: min(seams.loggedPackBytesLimit, WALFormat.maximumPackBytes),
+                clock: { [now = configuration.now] in Store.seconds(now(), floor: clockFloor) })
             background = BackgroundWork()
         }
         if let interval = configuration.maintenanceInterval { startPeriodicMaintenance(every: interval) }
@@ -110,7 +112,7 @@ public final class Store: Sendable {
             packs.close()
             lockFile.withLock { $0 = nil }
         }
-        try wal.close { take in try core.withLock { core in try takeBatch(take, core: &core) } }
+        try commits.close()
         try packs.synchronize()
     }
 
@@ -125,9 +127,12 @@ public final class Store: Sendable {
     /// Seconds since the Unix epoch on the configured clock, never earlier than a value returned
     /// before: grace periods and snapshot pins compare these times, and a wall clock stepped back
     /// (NTP) must not make a later unreference look older than a snapshot taken before it.
-    var nowSeconds: UInt32 {
-        let reading = UInt32(clamping: Int64(configuration.now().timeIntervalSince1970.rounded(.down)))
-        return clockFloor.max(reading, ordering: .relaxed).newValue
+    var nowSeconds: UInt32 { Store.seconds(configuration.now(), floor: clockFloor) }
+
+    /// `date` in whole seconds since the Unix epoch, raised to `floor` (which it then raises).
+    static func seconds(_ date: Date, floor: ClockFloor) -> UInt32 {
+        let reading = UInt32(clamping: Int64(date.timeIntervalSince1970.rounded(.down)))
+        return floor.seconds.max(reading, ordering: .relaxed).newValue
     }
 
     private static func validate(_ configuration: Configuration) throws {
@@ -151,6 +156,11 @@ public final class Store: Sendable {
             throw StoreError.invalidArgument("the maintenance interval must be positive")
         }
     }
+}
+
+/// The latest time a store's clock returned, so it never goes backward (``Store/nowSeconds``).
+final class ClockFloor: Sendable {
+    let seconds = Atomic<UInt32>(0)
 }
 
 extension Store {

@@ -574,6 +574,16 @@ struct PackFixture {
 extension Store {
     /// Seals the active pack, so collection may judge it.
     func sealActivePack() throws {
-        try #require(packs as? PackStore, "local pack storage").sealActivePack()
+        try packs.sealActivePack()
+    }
+}
+
+extension PackStore {
+    /// Seals the active pack (trailing index, sync), so the next append starts a new one.
+    func sealActivePack() throws {
+        try state.withLock { state in
+            guard let active = state.active else { return }
+            try seal(active, in: &state)
+        }
     }
 }

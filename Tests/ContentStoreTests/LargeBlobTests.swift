@@ -147,13 +147,14 @@ import Testing
     /// cost more than the copy (about 240,000 per GiB with default parameters).
     @Test func chunksBoundForOnePackAreWrittenTogether() throws {
         let dir = TemporaryDirectory()
-        var configuration = Self.configuration()
+        let configuration = Self.configuration()
         let packWrites = Mutex(0)
-        configuration.fileIO = ScriptedFileIO { call, path in
+        var seams = Store.Seams()
+        seams.fileIO = ScriptedFileIO { call, path in
             if call == .write && path.contains("/packs/") { packWrites.withLock { $0 += 1 } }
             return nil
         }
-        let store = try Store(at: dir.store, configuration: configuration)
+        let store = try Store(at: dir.store, configuration: configuration, seams: seams)
         var random = SeededRandom(seed: 11)
         let data = random.bytes(4 << 20)
         let digest = try store.put(data)
@@ -197,12 +198,13 @@ import Testing
         var configuration = Self.configuration()
         configuration.packSizeTarget = 1 << 16
         let failing = Mutex(false)
-        configuration.fileIO = ScriptedFileIO { call, path in
+        var seams = Store.Seams()
+        seams.fileIO = ScriptedFileIO { call, path in
             guard call == .write, path.hasSuffix(".pack"), failing.withLock({ $0 }) else { return nil }
             // The third pack's first write fails: two packs' groups of the batch are already written.
             return path.hasSuffix(PackFormat.fileName(3)) ? ENOSPC : nil
         }
-        let store = try Store(at: dir.store, configuration: configuration)
+        let store = try Store(at: dir.store, configuration: configuration, seams: seams)
         failing.withLock { $0 = true }
         var random = SeededRandom(seed: 13)
         #expect(throws: StoreError.code(.io)) { try store.put(random.bytes(1 << 20)) }

@@ -48,7 +48,7 @@ extension Store {
             let freed = try core.withLock { core -> [(digest: Digest, entry: BlobEntry)] in
                 guard core.isOpen else { throw Store.closedError }
                 let now = nowSeconds
-                let horizon = published.withLock { [$0.horizon, snapshots.oldest].compactMap { $0 }.min() }
+                let horizon = commits.published.withLock { [$0.horizon, snapshots.oldest].compactMap { $0 }.min() }
                 return age.compactMap { child, parentAge -> (digest: Digest, entry: BlobEntry)? in
                     guard !counted.contains(child), let entry = core.state.blobs[child], entry.refCount == released[child] else { return nil }
                     let zeroSince = max(parentAge, entry.zeroSince)

@@ -96,7 +96,7 @@ extension Store {
                 // Decided under the lock commits and puts take: nothing can reference or freshen a blob
                 // between this check and its removal from the index.
                 let now = nowSeconds
-                let horizon = published.withLock { published in
+                let horizon = commits.published.withLock { published in
                     [published.horizon, snapshots.oldest].compactMap { $0 }.min()
                 }
                 var digests: [Digest] = []
@@ -144,7 +144,7 @@ extension Store {
             progress?(MaintenanceProgress(phase: .droppingBlobs, completed: start + batch.count, total: candidates.count))
         }
         // The drops must be durable before phase 2 deletes a pack that held the dropped blobs.
-        if let lastLSN { try flushLog(upTo: lastLSN, synchronously: true) }
+        if let lastLSN { try commits.flush(upTo: lastLSN, synchronously: true) }
         // Dropped manifest nodes released their children: those no other reference holds are garbage
         // of the same age (StoreState.drop(manifests:)), collected by another pass, one per tree level.
         if releasedChildren {
@@ -165,7 +165,7 @@ extension Store {
     ) throws {
         // Packs are judged by the state in memory; what made them dead must be durable before any is
         // deleted (and a log that failed, holding changes that never reached the disk, stops here).
-        if !dryRun { try flushLog(upTo: wal.appendedLSN, synchronously: true) }
+        if !dryRun { try commits.flush(upTo: wal.appendedLSN, synchronously: true) }
         // Listed before the active pack is read: appends go only to the active pack and new packs get
         // new ids, so a pack listed here and not active afterwards never receives another entry.
         let listed = packs.packIDs
@@ -292,7 +292,7 @@ extension Store {
             return (lsn, core.state.blobs.liveBytesByPack[pack] ?? 0)
         }
         // Rule 2: the moves (and, through the WAL's pack sync, the copies) are durable before the pack goes.
-        if let lsn { try flushLog(upTo: lsn, synchronously: true) }
+        if let lsn { try commits.flush(upTo: lsn, synchronously: true) }
         guard remaining == 0 else {
             // The walk stops at an entry header that does not parse, so blobs behind it were not copied.
             logger.warning("pack holds live blobs its entries could not be walked to; pack not rewritten", metadata: [

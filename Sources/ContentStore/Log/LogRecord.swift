@@ -43,6 +43,9 @@ enum LogRecord: Equatable {
         var pack: UInt32
         var offset: UInt64
         var bytes: [UInt8]
+
+        /// The bytes a frame of them takes beyond `bytes`: frame header, pack, offset, length.
+        static let overhead = WALFormat.frameHeaderSize + 4 + 8 + 4
     }
 
     /// Frame types; 4 is the WAL's sync point (``WALFormat/syncPointKind``).

@@ -121,7 +121,7 @@ extension Store {
     private func verifyLog(_ problems: inout [VerificationReport.Problem]) throws -> Int {
         // Synchronously under `.full`: a record written unsynced could outlive its pack bytes in a
         // power cut, leaving an index entry whose bytes are gone for a later put to dedup against.
-        try flushLog(upTo: wal.appendedLSN, synchronously: configuration.durability == .full)
+        try commits.flushAppended()
         let current = wal.currentSegmentNumber
         let numbers = try fileSystem.contents(of: layout.wal).compactMap(WALFormat.number(fromFileName:)).sorted()
         for number in numbers {
