@@ -99,9 +99,9 @@ import Testing
         let data = random.bytes(4 << 20)
         let store = try Store(at: dir.store, configuration: Self.configuration())
         let digest = try store.put(data)
-        let root = try store.readManifestNode(digest, isRoot: true, of: digest)
+        let root = try store.local.readManifestNode(digest, isRoot: true, of: digest)
         #expect(root.level >= 2)
-        let child = try store.readManifestNode(root.entries[0].digest, isRoot: false, of: digest)
+        let child = try store.local.readManifestNode(root.entries[0].digest, isRoot: false, of: digest)
         #expect(child.level == root.level - 1)
         let encoded = child.encoded()
         #expect(encoded.withUnsafeBytes { ManifestNode.digest(of: $0) } == root.entries[0].digest)
@@ -221,10 +221,10 @@ import Testing
         let data = random.bytes(1 << 20)
         let store = try Store(at: dir.store, configuration: Self.configuration())
         let digest = try store.put(data)
-        var node = try store.readManifestNode(digest, isRoot: true, of: digest)
-        while node.level > 0 { node = try store.readManifestNode(node.entries[0].digest, isRoot: false, of: digest) }
+        var node = try store.local.readManifestNode(digest, isRoot: true, of: digest)
+        while node.level > 0 { node = try store.local.readManifestNode(node.entries[0].digest, isRoot: false, of: digest) }
         let chunk = node.entries[node.entries.count / 2].digest
-        let (entry, file) = try store.locate(chunk)
+        let (entry, file) = try store.local.locate(chunk)
         try store.close()
         try flipBit(in: URL(fileURLWithPath: file.path), at: Int(entry.location.offset) + PackFormat.entryHeaderSize + 10)
 

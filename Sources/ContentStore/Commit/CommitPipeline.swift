@@ -86,7 +86,7 @@ final class CommitPipeline: Sendable {
                 // Ends before the commit: a base still held would make it copy the path it changes.
                 var transaction = Transaction(base: core.withLock { $0.state.records }, limits: limits)
                 result = try body(&transaction)
-                changes = transaction.effectiveChanges
+                changes = try transaction.effectiveChanges().map { LogRecord.Change(key: $0.key, record: $0.record) }
             }
             if changes.isEmpty {
                 // A transaction that changed nothing still returns only once the state it saw is durable:

@@ -1,6 +1,6 @@
 import Foundation
 
-extension Store {
+extension LocalEngine {
     /// Removes blobs that have been unreferenced for at least the grace period, then rewrites packs
     /// whose dead fraction passes the threshold and deletes packs with nothing live.
     ///
@@ -24,12 +24,12 @@ extension Store {
     /// - Throws: `invalidArgument` for a negative grace period or a rewrite threshold outside
     ///   (0, 1]; `closed` if the store is closed meanwhile; I/O errors. A pack whose entries are
     ///   damaged is left in place (and counted in ``GarbageCollectionReport/packsSkipped``).
-    public func collectGarbage(_ options: GarbageCollectionOptions = .init()) throws -> GarbageCollectionReport {
+    func collectGarbage(_ options: GarbageCollectionOptions = .init()) throws -> GarbageCollectionReport {
         try collectGarbage(options, progress: nil)
     }
 
     /// ``collectGarbage(_:)``, calling `progress` on the calling thread as the work advances.
-    public func collectGarbage(
+    func collectGarbage(
         _ options: GarbageCollectionOptions, progress: ((MaintenanceProgress) -> Void)?
     ) throws -> GarbageCollectionReport {
         try checkOpen()
@@ -88,8 +88,8 @@ extension Store {
         var releasedChildren = false
         var pretendedDrops: [PretendedDrop] = []
         progress?(MaintenanceProgress(phase: .droppingBlobs, completed: 0, total: candidates.count))
-        for start in stride(from: 0, to: candidates.count, by: Store.collectionBatchSize) {
-            let batch = Array(candidates[start ..< min(start + Store.collectionBatchSize, candidates.count)])
+        for start in stride(from: 0, to: candidates.count, by: LocalEngine.collectionBatchSize) {
+            let batch = Array(candidates[start ..< min(start + LocalEngine.collectionBatchSize, candidates.count)])
             let children = childrenOfManifestNodes(among: batch)
             let (chosen, lsn) = try core.withLock { core -> ([(digest: Digest, entry: BlobEntry)], UInt64?) in
                 guard core.isOpen else { throw Store.closedError }
@@ -104,7 +104,7 @@ extension Store {
                 var entries: [(digest: Digest, entry: BlobEntry)] = []
                 for digest in batch {
                     guard let entry = core.state.blobs[digest], entry.refCount == 0,
-                          Store.hasExpired(zeroSince: entry.zeroSince, now: now, grace: grace),
+                          LocalEngine.hasExpired(zeroSince: entry.zeroSince, now: now, grace: grace),
                           // A snapshot (or a reader of records not yet published) may still see it referenced.
                           horizon.map({ entry.zeroSince < $0 }) ?? true
                     else { continue }

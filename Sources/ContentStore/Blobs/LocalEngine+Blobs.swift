@@ -3,14 +3,14 @@ import Glibc
 #endif
 import Foundation
 
-extension Store {
+extension LocalEngine {
     /// Stores `data` as a blob and returns its digest. Storing bytes the store already holds writes
     /// nothing and restarts the blob's grace period if it is unreferenced.
     ///
     /// A blob is durable once a commit that follows the put returns (or the store is closed). Until a
     /// record references it, collection removes it after the grace period.
     @discardableResult
-    public func put(_ data: Data) throws -> Digest {
+    func put(_ data: Data) throws -> Digest {
         if data.count > configuration.chunkingThreshold { return try putChunked(data) }
         return try data.withUnsafeBytes { try put(bytes: $0) }
     }
@@ -112,7 +112,7 @@ extension Store {
     ///   pack and offset (and for a chunked blob the damaged chunk), if the stored bytes fail their
     ///   checksum or (with ``Configuration/verifiesReads``) no longer hash to `digest`. Wrong bytes
     ///   are never returned.
-    public func get(_ digest: Digest) throws -> Data {
+    func get(_ digest: Digest) throws -> Data {
         try checkOpen()
         // A hit counts only while the index holds the blob: a collected blob is notFound, cached or not.
         if let cached = cache.blob(digest), contains(digest) { return cached }
@@ -176,12 +176,12 @@ extension Store {
     }
 
     /// Whether the store holds the blob.
-    public func contains(_ digest: Digest) -> Bool {
+    func contains(_ digest: Digest) -> Bool {
         core.withLock { $0.isOpen && $0.state.blobs[digest] != nil }
     }
 
     /// How many record references point at the blob (0 for unknown blobs).
-    public func refCount(of digest: Digest) -> Int {
+    func refCount(of digest: Digest) -> Int {
         core.withLock { Int($0.state.blobs[digest]?.refCount ?? 0) }
     }
 
@@ -189,7 +189,7 @@ extension Store {
     /// the file's size (a file above ``Configuration/chunkingThreshold`` is chunked as it is read;
     /// its digest is still the SHA-256 of the whole content).
     @discardableResult
-    public func put(contentsOf file: URL) throws -> Digest {
+    func put(contentsOf file: URL) throws -> Digest {
         try checkOpen()
         // pread rather than mmap: each munmap in a multi-threaded process shoots down the other cores' TLBs.
         let input = try fileSystem.open(file.path, flags: O_RDONLY, followingSymlinks: true)
@@ -212,7 +212,7 @@ extension Store {
 
     /// Writes a blob to `file`: to a temporary file beside it, synced, then renamed into place. A
     /// chunked blob is written chunk by chunk, so memory stays bounded whatever its size.
-    public func export(_ digest: Digest, to file: URL) throws {
+    func export(_ digest: Digest, to file: URL) throws {
         try checkOpen()
         let (entry, stored) = try locate(digest)
         let directory = file.deletingLastPathComponent().path
@@ -239,22 +239,9 @@ extension Store {
     }
 }
 
-/// Facts about one stored blob.
-public struct BlobInfo: Hashable, Sendable, Codable {
-    /// The blob's digest.
-    public var digest: Digest
-    /// Uncompressed size in bytes.
-    public var size: Int
-    /// Bytes its pack entry occupies (compressed payload and header); for a chunked blob, its
-    /// manifest root's (the chunks are shared between versions and counted in ``Statistics``).
-    public var storedSize: Int
-    /// Record references pointing at it.
-    public var refCount: Int
-}
-
-extension Store {
+extension LocalEngine {
     /// Size and reference count of a blob, or nil when the store does not hold it. No I/O.
-    public func info(for digest: Digest) -> BlobInfo? {
+    func info(for digest: Digest) -> BlobInfo? {
         core.withLock { core in
             core.state.blobs[digest].map {
                 BlobInfo(digest: digest, size: Int(core.state.blobs.size(of: digest, $0)), storedSize: Int($0.entryLength), refCount: Int($0.refCount))

@@ -38,7 +38,7 @@ enum FormatFile {
     }
 }
 
-extension Store {
+extension LocalEngine {
     struct Recovered {
         var state: StoreState
         var segment: WriteAheadLog.Segment

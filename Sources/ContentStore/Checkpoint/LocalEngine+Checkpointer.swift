@@ -1,11 +1,11 @@
 import Foundation
 
-extension Store {
+extension LocalEngine {
     /// Writes a checkpoint of the current state and deletes the WAL segments and checkpoints it
     /// makes unnecessary, so the next open replays less. Runs automatically in the background once
     /// the WAL passes ``Configuration/checkpointThreshold``. Writers are paused only while the WAL
     /// is cut to a new segment, not while the checkpoint is written.
-    public func checkpoint() throws {
+    func checkpoint() throws {
         try checkOpen()
         try maintenance.withLock { _ in try writeCheckpoint() }
     }

@@ -5,7 +5,7 @@ import Synchronization
 /// Chunked blobs: content above ``Store/Configuration/chunkingThreshold`` is cut by ``Chunker``
 /// into chunks, each stored as an ordinary blob, under a tree of ``ManifestNode``s whose root is
 /// indexed under the SHA-256 of the whole content (Docs/chunking.md).
-extension Store {
+extension LocalEngine {
     /// Bytes a chunked put reads per batch: large enough that the handoff between the reading and
     /// the storing thread costs nothing, small enough that the batches in flight stay a few MiB.
     static let chunkingBatchSize = 2 << 20
@@ -53,7 +53,7 @@ extension Store {
         let pin = snapshots.pin(at: nowSeconds)
         defer { withExtendedLifetime(pin) {} }
         let chunker = Chunker(configuration.chunking)
-        let writer = ChunkWriter(store: self)
+        let writer = ChunkWriter(engine: self)
         defer { writer.drain() }
         var hasher = SHA256.Hasher()
         var carry: [UInt8] = []
@@ -470,7 +470,7 @@ extension Store {
 
 /// The storing side of a chunked put: a serial queue that stores batches in order, builds the
 /// manifest tree, and keeps the first error. The reading thread blocks while
-/// ``Store/chunkingBatchesInFlight`` batches wait or are compressed, which bounds memory.
+/// ``LocalEngine/chunkingBatchesInFlight`` batches wait or are compressed, which bounds memory.
 private final class ChunkWriter: Sendable {
     private struct State {
         var builder = ManifestBuilder()
@@ -478,13 +478,13 @@ private final class ChunkWriter: Sendable {
         var batches = 0
     }
 
-    private let store: Store
+    private let engine: LocalEngine
     private let queue = DispatchQueue(label: "ContentStore.chunked-put")
-    private let slots = DispatchSemaphore(value: Store.chunkingBatchesInFlight)
+    private let slots = DispatchSemaphore(value: LocalEngine.chunkingBatchesInFlight)
     private let state = Mutex(State())
 
-    init(store: Store) {
-        self.store = store
+    init(engine: LocalEngine) {
+        self.engine = engine
     }
 
     /// Queues a batch of chunks (their ranges in `batch`); throws the error an earlier batch met.
@@ -505,19 +505,19 @@ private final class ChunkWriter: Sendable {
             do {
                 // Hashed here rather than by the reading thread, which also hashes the whole content
                 // and cuts the chunks: both threads share the hashing, as they share the compression.
-                let chunks = Store.hashChunks(batch, ranges)
-                let time = store.nowSeconds
-                try store.storeChunks(batch, chunks, time: time, compressed: releaseSlot)
+                let chunks = LocalEngine.hashChunks(batch, ranges)
+                let time = engine.nowSeconds
+                try engine.storeChunks(batch, chunks, time: time, compressed: releaseSlot)
                 let nodes = state.withLock { state in
                     chunks.flatMap { state.builder.append(chunk: .init(digest: $0.digest, length: UInt64($0.range.count))) }
                 }
-                try store.storeManifestNodes(nodes.map { ($0.digest, $0.encoded, nil, $0.node.entries.map(\.digest)) }, time: time)
+                try engine.storeManifestNodes(nodes.map { ($0.digest, $0.encoded, nil, $0.node.entries.map(\.digest)) }, time: time)
                 let batches = state.withLock { state in
                     state.batches += 1
                     return state.batches
                 }
-                if batches % Store.chunkingBatchesPerFlush == 0 {
-                    try store.commits.flushAppended()
+                if batches % LocalEngine.chunkingBatchesPerFlush == 0 {
+                    try engine.commits.flushAppended()
                 }
             } catch {
                 state.withLock { $0.error = $0.error ?? error }
@@ -537,9 +537,9 @@ private final class ChunkWriter: Sendable {
             if let error = state.error { throw error }
             return state.builder.finish()
         }
-        let time = store.nowSeconds
+        let time = engine.nowSeconds
         var placements = nodes.map { ($0.digest, $0.encoded, UInt64?.none, $0.node.entries.map(\.digest)) }
         placements.append((root, top.encoded(), size, top.entries.map(\.digest)))
-        try store.storeManifestNodes(placements, time: time)
+        try engine.storeManifestNodes(placements, time: time)
     }
 }
