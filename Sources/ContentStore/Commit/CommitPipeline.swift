@@ -230,6 +230,7 @@ final class CommitPipeline: Sendable {
     /// core lock held: no record is appended meanwhile, so every record the batch takes was appended
     /// after the pack appends the plan names.
     private func takeBatch(synchronously: Bool, upTo records: SortedMap<String, Record>) throws -> (WriteAheadLog.Batch, PackCommitPlan) {
+        assert(leading.load(ordering: .relaxed), "REQUIRES: the lead")
         try log.checkHealthy()
         let plan: PackCommitPlan
         do {
@@ -245,6 +246,7 @@ final class CommitPipeline: Sendable {
     /// Makes the batch's pack bytes durable as `plan` says, then writes (and syncs) the batch. A
     /// segment that reaches its size limit is followed by the next. REQUIRES: the lead.
     private func write(_ batch: WriteAheadLog.Batch, _ plan: PackCommitPlan, synchronously: Bool) throws {
+        assert(leading.load(ordering: .relaxed), "REQUIRES: the lead")
         if synchronously {
             do {
                 try packs.synchronize(plan)

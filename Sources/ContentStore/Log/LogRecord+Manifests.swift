@@ -76,6 +76,9 @@ extension LogRecord.BlobPlacement {
     /// Flags of a placement in the log, the same bits as a pack entry header's (Docs/on-disk-format.md).
     static let compressedFlag: UInt8 = 1
     static let manifestFlag: UInt8 = 2
+    /// Encoded bytes of a placement: digest, pack (u32), offset (u64), flags (u8), raw and stored
+    /// lengths and time (u32 each).
+    static let encodedSize = Digest.byteCount + 4 + 8 + 1 + 4 + 4 + 4
 }
 
 extension ByteWriter {

@@ -43,14 +43,14 @@ public struct Transaction {
         guard record.references.count <= limits.maximumReferencesPerRecord else {
             throw StoreError.limitExceeded("the record for key \"\(Store.describe(key))\" has \(record.references.count) references; the limit is \(limits.maximumReferencesPerRecord)")
         }
-        try account(key: key, size: 13 + key.utf8.count + record.value.count + record.references.count * Digest.byteCount)
+        try account(key: key, size: LogRecord.Change.setOverhead + key.utf8.count + record.value.count + record.references.count * Digest.byteCount)
         changes.updateValue(record, forKey: key)
     }
 
     /// Removes the record under `key`; removing a missing key is no error.
     public mutating func removeRecord(forKey key: String) throws {
         try Store.validate(key: key, limits: limits)
-        try account(key: key, size: 5 + key.utf8.count)
+        try account(key: key, size: LogRecord.Change.removalOverhead + key.utf8.count)
         changes.updateValue(nil, forKey: key)
     }
 

@@ -3,6 +3,15 @@ import Glibc
 #endif
 import Foundation
 
+/// The blob writer: whole blobs (``Store/put(_:)`` at or below the chunking threshold, and
+/// ``Store/put(contentsOf:)``), hashed and compressed outside every lock, appended to a pack, then
+/// placed in the index with one WAL record.
+///
+/// Owns: a blob is in the index only once its entry is in a pack (rule 2's order: the commit pipeline
+/// makes those bytes durable before any commit that references it); a put of a blob the index holds
+/// writes nothing and freshens it, under the core lock, so a collection deciding at the same moment
+/// keeps it (rule 3); the pack an entry went to stays unjudged by collection until the index knows
+/// the entry (``PackStore/settle(_:)``).
 extension LocalEngine {
     /// Stores `data` as a blob and returns its digest. Storing bytes the store already holds writes
     /// nothing and restarts the blob's grace period if it is unreferenced.
@@ -104,87 +113,6 @@ extension LocalEngine {
         }
     }
 
-    /// The bytes of the blob with `digest`. Recently got blobs come from the read cache
-    /// (``Configuration/readCacheSize``), which holds only bytes verified as they were read.
-    ///
-    /// - Throws: `notFound` if the store does not hold it; `limitExceeded` if it is larger than
-    ///   ``Limits/maximumGetSize`` (``export(_:to:)`` streams it instead); `corrupted`, naming the
-    ///   pack and offset (and for a chunked blob the damaged chunk), if the stored bytes fail their
-    ///   checksum or (with ``Configuration/verifiesReads``) no longer hash to `digest`. Wrong bytes
-    ///   are never returned.
-    func get(_ digest: Digest) throws -> Data {
-        try checkOpen()
-        // A hit counts only while the index holds the blob: a collected blob is notFound, cached or not.
-        if let cached = cache.blob(digest), contains(digest) { return cached }
-        let (entry, file) = try locate(digest)
-        // An entry claiming more than its stored bytes can hold is damage, whatever the size limit.
-        if !entry.isManifest {
-            try PackReader.checkLengths(Self.expected(digest, entry), limits: configuration.limits, path: file.path, offset: entry.location.offset)
-        }
-        let size = entry.isManifest ? try chunkedSize(of: digest) : UInt64(entry.rawLength)
-        guard size <= UInt64(max(0, configuration.limits.maximumGetSize)) else {
-            throw StoreError.limitExceeded("blob \(digest) is \(size) bytes; get returns at most \(configuration.limits.maximumGetSize) (export streams it)")
-        }
-        guard entry.isManifest else {
-            let blob = try readBlob(digest, entry: entry, from: file)
-            cache.insert(blob, for: digest)
-            return blob
-        }
-        var data = Data(capacity: Int(size))
-        try forEachChunk(ofChunkedBlob: digest, size: size) { data.append($0) }
-        return data
-    }
-
-    /// The index entry of a stored blob and the pack file holding it.
-    func locate(_ digest: Digest) throws -> (BlobEntry, File) {
-        // A collection may move the blob between the lookup and the read; the second lookup sees where.
-        for attempt in 0 ..< 2 {
-            guard let entry = core.withLock({ $0.state.blobs[digest] }) else { break }
-            guard let file = packs.file(entry.location.pack) else {
-                if attempt == 0 { continue }
-                let path = packs.path(of: entry.location.pack)
-                throw StoreError.corrupted("blob \(digest) is indexed in a pack that is missing", path: path, offset: entry.location.offset)
-            }
-            return (entry, file)
-        }
-        throw StoreError(code: .notFound, message: "blob \(digest) is not in the store")
-    }
-
-    func readBlob(_ digest: Digest, entry: BlobEntry, from file: File, verify: Bool? = nil) throws -> Data {
-        let offset = entry.location.offset
-        let expected = Self.expected(digest, entry)
-        // Checked before the read allocates: an index entry claiming a huge blob cannot exhaust memory.
-        try PackReader.checkLengths(expected, limits: configuration.limits, path: file.path, offset: offset)
-        return try withUnsafeTemporaryAllocation(byteCount: PackFormat.entryHeaderSize + Int(entry.storedLength), alignment: 16) { stored in
-            try file.readExactly(into: stored, at: offset)
-            return try PackReader.decodeEntry(UnsafeRawBufferPointer(stored), expected: expected, verify: verify ?? configuration.verifiesReads,
-                                              limits: configuration.limits, path: file.path, offset: offset) { dictionaryOffset in
-                try dictionary(in: entry.location.pack, file: file, at: dictionaryOffset)
-            }
-        }
-    }
-
-    /// The dictionary at `offset` of a pack, from the cache or read and verified.
-    func dictionary(in pack: UInt32, file: File, at offset: UInt64) throws -> ChunkDictionary {
-        try dictionaries.dictionary(at: BlobLocation(pack: pack, offset: offset)) {
-            try ChunkDictionary.read(from: file, at: offset, limits: configuration.limits)
-        }
-    }
-
-    static func expected(_ digest: Digest, _ entry: BlobEntry) -> PackReader.ExpectedEntry {
-        PackReader.ExpectedEntry(digest: digest, rawLength: entry.rawLength, storedLength: entry.storedLength, compressed: entry.isCompressed)
-    }
-
-    /// Whether the store holds the blob.
-    func contains(_ digest: Digest) -> Bool {
-        core.withLock { $0.isOpen && $0.state.blobs[digest] != nil }
-    }
-
-    /// How many record references point at the blob (0 for unknown blobs).
-    func refCount(of digest: Digest) -> Int {
-        core.withLock { Int($0.state.blobs[digest]?.refCount ?? 0) }
-    }
-
     /// Stores the contents of a file as a blob, reading it in pieces: memory stays bounded whatever
     /// the file's size (a file above ``Configuration/chunkingThreshold`` is chunked as it is read;
     /// its digest is still the SHA-256 of the whole content).
@@ -207,45 +135,6 @@ extension LocalEngine {
             let count = try input.read(into: buffer, at: offset)
             offset += UInt64(count)
             return count
-        }
-    }
-
-    /// Writes a blob to `file`: to a temporary file beside it, synced, then renamed into place. A
-    /// chunked blob is written chunk by chunk, so memory stays bounded whatever its size.
-    func export(_ digest: Digest, to file: URL) throws {
-        try checkOpen()
-        let (entry, stored) = try locate(digest)
-        let directory = file.deletingLastPathComponent().path
-        let temporary = directory + "/." + file.lastPathComponent + ".\(getpid()).tmp"
-        let output = try fileSystem.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o644)
-        do {
-            if entry.isManifest {
-                var offset: UInt64 = 0
-                try forEachChunk(ofChunkedBlob: digest, size: try chunkedSize(of: digest)) { chunk in
-                    try chunk.withUnsafeBytes { try output.write($0, at: offset) }
-                    offset += UInt64(chunk.count)
-                }
-            } else {
-                let data = try readBlob(digest, entry: entry, from: stored)
-                try data.withUnsafeBytes { try output.write($0, at: 0) }
-            }
-            try output.synchronize()
-            try fileSystem.rename(temporary, to: file.path)
-            try fileSystem.synchronizeDirectory(directory)
-        } catch {
-            try? fileSystem.remove(temporary)
-            throw error
-        }
-    }
-}
-
-extension LocalEngine {
-    /// Size and reference count of a blob, or nil when the store does not hold it. No I/O.
-    func info(for digest: Digest) -> BlobInfo? {
-        core.withLock { core in
-            core.state.blobs[digest].map {
-                BlobInfo(digest: digest, size: Int(core.state.blobs.size(of: digest, $0)), storedSize: Int($0.entryLength), refCount: Int($0.refCount))
-            }
         }
     }
 }
