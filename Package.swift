@@ -13,6 +13,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         .systemLibrary(
@@ -25,10 +26,9 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
         ),
-        .target(
-            name: "CContentStoreSupport",
-            cSettings: [.unsafeFlags(["-O3"])]
-        ),
+        // No unsafeFlags: a package that uses them cannot be a versioned dependency. The CRC32C's
+        // SSE4.2 path is chosen at run time by attribute, so it needs no compiler flag.
+        .target(name: "CContentStoreSupport"),
         .target(
             name: "ContentStore",
             dependencies: [
@@ -36,6 +36,7 @@ let package = Package(
                 "COpenSSLCrypto",
                 "CContentStoreSupport",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         .target(name: "Warehouse", dependencies: ["ContentStore"]),
@@ -52,7 +53,10 @@ let package = Package(
         .executableTarget(name: "CrashWorkload", dependencies: ["ContentStore"], path: "Tests/CrashWorkload"),
         // The collection crash test's workload (Tests/contentstoreTests); not a product.
         .executableTarget(name: "CollectionWorkload", dependencies: ["ContentStore"], path: "Tests/CollectionWorkload"),
-        .testTarget(name: "ContentStoreTests", dependencies: ["ContentStore"]),
+        .testTarget(
+            name: "ContentStoreTests",
+            dependencies: ["ContentStore", .product(name: "MetricsTestKit", package: "swift-metrics")]
+        ),
         .testTarget(name: "WarehouseTests", dependencies: ["Warehouse"]),
         .testTarget(name: "DataArchiveTests", dependencies: ["DataArchive"]),
         .testTarget(name: "contentstoreTests", dependencies: ["contentstore", "ContentStore"]),

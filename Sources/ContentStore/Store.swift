@@ -19,6 +19,8 @@ public final class Store: Sendable {
     package let engine: any StoreEngine
     /// What tests substituted (``Seams``); the defaults otherwise.
     let seams: Seams
+    /// The threads the async API runs blocking work on (Async/IOThreadPool.swift).
+    let ioThreads = IOThreadPool()
 
     /// Opens the store in `directory`, creating it when the directory is missing or empty, and
     /// recovers: loads the newest checkpoint and replays the WAL written after it. A torn write at the

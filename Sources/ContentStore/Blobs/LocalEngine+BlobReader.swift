@@ -20,8 +20,9 @@ extension LocalEngine {
     ///   are never returned.
     func get(_ digest: Digest) throws -> Data {
         try checkOpen()
+        metrics.got()
         // A hit counts only while the index holds the blob: a collected blob is notFound, cached or not.
-        if let cached = cache.blob(digest), contains(digest) { return cached }
+        if let cached = cache.blob(digest), contains(digest) { metrics.readCacheHit(); return cached }
         let (entry, file) = try locate(digest)
         // An entry claiming more than its stored bytes can hold is damage, whatever the size limit.
         if !entry.isManifest {
@@ -61,11 +62,14 @@ extension LocalEngine {
         let expected = Self.expected(digest, entry)
         // Checked before the read allocates: an index entry claiming a huge blob cannot exhaust memory.
         try PackReader.checkLengths(expected, limits: configuration.limits, path: file.path, offset: offset)
-        return try withUnsafeTemporaryAllocation(byteCount: PackFormat.entryHeaderSize + Int(entry.storedLength), alignment: 16) { stored in
-            try file.readExactly(into: stored, at: offset)
-            return try PackReader.decodeEntry(UnsafeRawBufferPointer(stored), expected: expected, verify: verify ?? configuration.verifiesReads,
-                                              limits: configuration.limits, path: file.path, offset: offset) { dictionaryOffset in
-                try dictionary(in: entry.location.pack, file: file, at: dictionaryOffset)
+        // Damage is logged here, where every read of a pack entry passes, with the file and offset.
+        return try logDamage(to: digest) {
+            try withUnsafeTemporaryAllocation(byteCount: PackFormat.entryHeaderSize + Int(entry.storedLength), alignment: 16) { stored in
+                try file.readExactly(into: stored, at: offset)
+                return try PackReader.decodeEntry(UnsafeRawBufferPointer(stored), expected: expected, verify: verify ?? configuration.verifiesReads,
+                                                  limits: configuration.limits, path: file.path, offset: offset) { dictionaryOffset in
+                    try dictionary(in: entry.location.pack, file: file, at: dictionaryOffset)
+                }
             }
         }
     }
@@ -79,6 +83,17 @@ extension LocalEngine {
 
     static func expected(_ digest: Digest, _ entry: BlobEntry) -> PackReader.ExpectedEntry {
         PackReader.ExpectedEntry(digest: digest, rawLength: entry.rawLength, storedLength: entry.storedLength, compressed: entry.isCompressed)
+    }
+
+    /// The blob from the read cache, counted as a get, or nil when it is not there (the blocking get
+    /// then counts it).
+    func cachedBlob(_ digest: Digest) throws -> Data? {
+        try checkOpen()
+        // As in the blocking get: a hit counts only while the index holds the blob.
+        guard let cached = cache.blob(digest), contains(digest) else { return nil }
+        metrics.got()
+        metrics.readCacheHit()
+        return cached
     }
 
     /// Whether the store holds the blob.
@@ -161,6 +176,7 @@ extension LocalEngine {
     private func walk(_ node: ManifestNode, of root: Digest, verify: Bool, hasher: inout SHA256.Hasher, _ body: (Data) throws -> Void) throws {
         for entry in node.entries {
             try checkOpen()
+            try CancellationToken.checkCancellation()
             if node.level == 0 {
                 let chunk = try readChunk(entry, of: root, verify: verify)
                 if verify { chunk.withUnsafeBytes { hasher.update($0) } }

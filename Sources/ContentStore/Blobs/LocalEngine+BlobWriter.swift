@@ -20,8 +20,9 @@ extension LocalEngine {
     /// record references it, collection removes it after the grace period.
     @discardableResult
     func put(_ data: Data) throws -> Digest {
-        if data.count > configuration.chunkingThreshold { return try putChunked(data) }
-        return try data.withUnsafeBytes { try put(bytes: $0) }
+        let digest = data.count > configuration.chunkingThreshold ? try putChunked(data) : try data.withUnsafeBytes { try put(bytes: $0) }
+        notePut(bytes: UInt64(data.count))
+        return digest
     }
 
     /// Stores `bytes`. With `framed` (`bytes` preceded by `PackFormat.entryHeaderSize` bytes the
@@ -124,17 +125,21 @@ extension LocalEngine {
         let size = try input.size()
         guard size > UInt64(configuration.chunkingThreshold) else {
             // Read after room for the entry header: stored raw, the blob is written straight from here.
-            return try ScratchBuffer.with(count: PackFormat.entryHeaderSize + Int(size)) { framed in
+            let digest = try ScratchBuffer.with(count: PackFormat.entryHeaderSize + Int(size)) { framed in
                 let bytes = UnsafeMutableRawBufferPointer(rebasing: framed[PackFormat.entryHeaderSize...])
                 try input.readExactly(into: bytes, at: 0)
                 return try put(bytes: UnsafeRawBufferPointer(bytes), framed: framed)
             }
+            notePut(bytes: size)
+            return digest
         }
         var offset: UInt64 = 0
-        return try putChunked(knownDigest: nil) { buffer in
+        let digest = try putChunked(knownDigest: nil) { buffer in
             let count = try input.read(into: buffer, at: offset)
             offset += UInt64(count)
             return count
         }
+        notePut(bytes: offset)
+        return digest
     }
 }

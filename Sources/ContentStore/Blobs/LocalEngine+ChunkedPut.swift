@@ -67,6 +67,7 @@ extension LocalEngine {
         var total: UInt64 = 0
         var atEnd = false
         while !atEnd {
+            try CancellationToken.checkCancellation()  // between batches: what was stored is unreferenced garbage
             let batch = try [UInt8](unsafeUninitializedCapacity: carry.count + Self.chunkingBatchSize) { buffer, count in
                 let raw = UnsafeMutableRawBufferPointer(buffer)
                 carry.withUnsafeBytes { raw.copyMemory(from: $0) }

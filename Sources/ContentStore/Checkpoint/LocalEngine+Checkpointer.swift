@@ -8,6 +8,7 @@ extension LocalEngine {
     func checkpoint() throws {
         try checkOpen()
         try maintenance.withLock { _ in try writeCheckpoint() }
+        refreshGauges()
     }
 
     func writeCheckpoint() throws {
@@ -49,7 +50,7 @@ extension LocalEngine {
                     try writeCheckpoint()
                 }
             } catch {
-                logger.info("background checkpoint failed", metadata: ["error": "\(error)"])
+                logger.error("background checkpoint failed", metadata: ["error": "\(error)"])
             }
         }
     }

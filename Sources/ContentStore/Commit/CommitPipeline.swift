@@ -1,4 +1,5 @@
 import Dispatch
+import Logging
 import Synchronization
 
 /// The commit pipeline: transactions, group commit, publication, and what must be durable before a
@@ -29,6 +30,9 @@ final class CommitPipeline: Sendable {
     /// The most pack bytes a batch carries instead of syncing the packs first.
     private let packBytesLimit: Int
     private let clock: @Sendable () -> UInt32
+    /// Counts the syncs of the log.
+    private let metrics: StoreMetrics
+    private let logger: Logger
 
     /// Serializes transactions, so each sees the one before it.
     private let writer = AdaptiveLock()
@@ -57,7 +61,9 @@ final class CommitPipeline: Sendable {
     static let gatherDelay: Int64 = 200_000
 
     init(core: Core, log: WriteAheadLog, packs: PackStore, records: SortedMap<String, Record>, limits: Store.Limits,
-         durability: Store.Durability, packBytesLimit: Int, clock: @escaping @Sendable () -> UInt32) {
+         durability: Store.Durability, packBytesLimit: Int, metrics: StoreMetrics, logger: Logger, clock: @escaping @Sendable () -> UInt32) {
+        self.metrics = metrics
+        self.logger = logger
         self.core = core
         self.log = log
         self.packs = packs
@@ -140,17 +146,23 @@ final class CommitPipeline: Sendable {
     /// The first caller to find no leader leads a batch; the others sleep until it stops, then return
     /// if it covered them, or else one of them leads the next batch.
     func flush(upTo lsn: UInt64, synchronously: Bool) throws {
-        while true {
-            let covered = synchronously ? log.durableLSN : log.writtenLSN
-            if covered >= lsn { break }
-            if log.hasFailed { throw log.currentFailure }
-            if startLeading() {
-                defer { stopLeading() }
-                if synchronously { gather() }
-                try leadBatch(synchronously: synchronously)
-            } else {
-                waitForLeader()
+        do {
+            while true {
+                let covered = synchronously ? log.durableLSN : log.writtenLSN
+                if covered >= lsn { break }
+                if log.hasFailed { throw log.currentFailure }
+                if startLeading() {
+                    defer { stopLeading() }
+                    if synchronously { gather() }
+                    try leadBatch(synchronously: synchronously)
+                } else {
+                    waitForLeader()
+                }
             }
+        } catch {
+            // The log refuses further writes until the store is reopened.
+            logger.error("the write-ahead log could not be written or synced", metadata: ["path": "\(log.directory)", "error": "\(error)"])
+            throw error
         }
         publish(upTo: lsn, synchronously: synchronously)
     }
@@ -255,6 +267,7 @@ final class CommitPipeline: Sendable {
             }
         }
         try log.write(batch, synchronously: synchronously)
+        if synchronously { metrics.walSynced() }
         if log.isSegmentFull { _ = try startNextSegment() }
     }
 

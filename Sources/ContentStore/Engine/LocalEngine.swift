@@ -41,6 +41,8 @@ final class LocalEngine: StoreEngine {
     /// Serializes checkpoints and collections with each other.
     let maintenance = Mutex<Void>(())
     let background: BackgroundWork
+    /// Counters, timer and gauges (Observability/StoreMetrics.swift).
+    let metrics: StoreMetrics
     /// The latest time ``nowSeconds`` returned, so it never goes backward (see there).
     private let clockFloor = ClockFloor()
 
@@ -55,6 +57,8 @@ final class LocalEngine: StoreEngine {
         layout = Layout(root: self.directory.path)
         cache = BlobCache(capacity: configuration.readCacheSize)
         fileSystem = FileSystem(io: seams.fileIO)
+        let metrics = StoreMetrics(factory: configuration.metricsFactory)
+        self.metrics = metrics
         try LocalEngine.validate(configuration)
 
         let (lock, recovered) = try LocalEngine.openDirectory(layout, fileSystem: fileSystem, configuration: configuration)
@@ -70,10 +74,12 @@ final class LocalEngine: StoreEngine {
             commits = CommitPipeline(
                 core: core, log: wal, packs: packs, records: recovered.state.records, limits: configuration.limits,
                 durability: configuration.durability, packBytesLimit: min(seams.loggedPackBytesLimit, WALFormat.maximumPackBytes),
+                metrics: metrics, logger: configuration.logger,
                 clock: { [now = configuration.now] in LocalEngine.seconds(now(), floor: clockFloor) })
             background = BackgroundWork()
         }
         if let interval = configuration.maintenanceInterval { startPeriodicMaintenance(every: interval) }
+        refreshGauges()
         configuration.logger.debug("opened store", metadata: [
             "path": "\(layout.root)", "blobs": "\(recovered.state.blobs.count)",
             "records": "\(recovered.state.records.count)", "replayed": "\(recovered.replayedRecords)",

@@ -15,6 +15,9 @@ package protocol StoreEngine: AnyObject, Sendable {
     func put(contentsOf file: URL) throws -> Digest
     /// ``Store/get(_:)``.
     func get(_ digest: Digest) throws -> Data
+    /// The blob when the engine has it in memory (its read cache), counted as a get; nil when a get
+    /// would need I/O. The async `get` answers from here without a thread hop.
+    func cachedBlob(_ digest: Digest) throws -> Data?
     /// ``Store/export(_:to:)``.
     func export(_ digest: Digest, to file: URL) throws
     /// ``Store/contains(_:)``.

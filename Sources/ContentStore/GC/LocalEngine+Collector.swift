@@ -48,6 +48,7 @@ extension LocalEngine {
             return report
         }
         report.duration = ContinuousClock.now - started
+        noteCollection(report)
         logger.info(options.dryRun ? "garbage collection dry run" : "garbage collected", metadata: [
             "blobs": "\(report.blobsRemoved)", "bytesFreed": "\(report.bytesFreed)",
             "packsRewritten": "\(report.packsRewritten)", "packsDeleted": "\(report.packsDeleted)",
@@ -91,6 +92,7 @@ extension LocalEngine {
         var pretendedDrops: [PretendedDrop] = []
         progress?(MaintenanceProgress(phase: .droppingBlobs, completed: 0, total: candidates.count))
         for start in stride(from: 0, to: candidates.count, by: LocalEngine.collectionBatchSize) {
+            try CancellationToken.checkCancellation()  // between batches: earlier drops stand, the store is consistent
             let batch = Array(candidates[start ..< min(start + LocalEngine.collectionBatchSize, candidates.count)])
             let children = childrenOfManifestNodes(among: batch)
             let (chosen, lsn) = try core.withLock { core -> ([(digest: Digest, entry: BlobEntry)], UInt64?) in
@@ -183,6 +185,7 @@ extension LocalEngine {
         for (index, pack) in listed.enumerated() {
             defer { progress?(MaintenanceProgress(phase: .compactingPacks, completed: index + 1, total: listed.count)) }
             try checkOpen()
+            try CancellationToken.checkCancellation()
             // Entries still on their way into the index would look dead; judge the pack next time.
             guard pack != active, !packs.hasUnsettledAppends(pack), let size = packs.size(of: pack), let file = packs.file(pack) else {
                 continue
@@ -264,7 +267,7 @@ extension LocalEngine {
                                             dictionary: dictionary, time: entry.header.time)
                 }
                 guard let location else {
-                    logger.warning("pack entry fails its checksum or its dictionary is damaged; pack not rewritten", metadata: [
+                    logger.error("pack entry fails its checksum or its dictionary is damaged; pack not rewritten", metadata: [
                         "path": "\(file.path)", "offset": "\(entry.offset)", "digest": "\(entry.header.digest)",
                     ])
                     // The copies made so far are dead space in the active pack.
@@ -297,7 +300,7 @@ extension LocalEngine {
         if let lsn { try commits.flush(upTo: lsn, synchronously: true) }
         guard remaining == 0 else {
             // The walk stops at an entry header that does not parse, so blobs behind it were not copied.
-            logger.warning("pack holds live blobs its entries could not be walked to; pack not rewritten", metadata: [
+            logger.error("pack holds live blobs its entries could not be walked to; pack not rewritten", metadata: [
                 "path": "\(file.path)", "liveBytes": "\(remaining)",
             ])
             return nil

@@ -38,8 +38,12 @@ extension LocalEngine {
     /// ``Store/write(_:)``; a commit may trigger a background checkpoint.
     func write<T>(_ body: (inout Transaction) throws -> T) throws -> T {
         try checkOpen()
+        let started = ContinuousClock.now
         let (result, committed) = try commits.write(body)
-        if committed { scheduleCheckpointIfNeeded() }
+        if committed {
+            scheduleCheckpointIfNeeded()
+            noteCommit(since: started)
+        }
         return result
     }
 }
