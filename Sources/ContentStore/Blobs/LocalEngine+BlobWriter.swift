@@ -42,11 +42,8 @@ extension LocalEngine {
 
         try core.withLock { core in
             guard core.isOpen else { throw Store.closedError }
-            if core.state.blobs[digest] != nil {
-                // A concurrent put of the same bytes won; this copy is dead space for collection to reclaim.
-                core.state.blobs.freshen(digest, time: time)
-                return
-            }
+            // A concurrent put of the same bytes won; this copy is dead space for collection to reclaim.
+            if core.state.freshen(digest, time: time) { return }
             _ = try wal.append(.blobs([placement]))
             core.state.apply([placement])
         }
@@ -56,9 +53,7 @@ extension LocalEngine {
     func freshenIfPresent(_ digest: Digest, time: UInt32) throws -> Bool {
         try core.withLock { core in
             guard core.isOpen else { throw Store.closedError }
-            guard core.state.blobs[digest] != nil else { return false }
-            core.state.blobs.freshen(digest, time: time)
-            return true
+            return core.state.freshen(digest, time: time)
         }
     }
 

@@ -173,9 +173,7 @@ extension LocalEngine {
     /// Whether the index lacks `digest`; freshens it when it has it (for a blob just written, a
     /// concurrent put of the same bytes won, and this copy is dead space).
     private static func isAbsent(_ digest: Digest, from core: inout Core.Held, time: UInt32) -> Bool {
-        guard core.state.blobs[digest] != nil else { return true }
-        core.state.blobs.freshen(digest, time: time)
-        return false
+        !core.state.freshen(digest, time: time)
     }
 
     /// The digests of a batch's chunks, hashed on two threads.

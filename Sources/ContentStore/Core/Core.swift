@@ -3,11 +3,11 @@ import Synchronization
 /// The engine's state: records, blob index and commit sequence (``StoreState``), and whether the
 /// store is open.
 ///
-/// Owns: the state changes only under this lock, and only through ``StoreState``'s `apply` and
-/// `drop` methods, the same ones WAL replay runs, so a recovered store holds exactly what the live
-/// process had. Every change is appended to the log under the same hold of the lock, so the log's
-/// order is the order the changes were applied in, and a batch taken under the lock ends at a
-/// state the core has (``CommitPipeline``).
+/// Owns: the state changes only under this lock, and only through ``StoreState``'s methods: `apply`
+/// and `drop`, the same ones WAL replay runs, so a recovered store holds exactly what the live
+/// process had, and `freshen`, the one change that is not logged. Every logged change is appended
+/// to the log under the same hold of the lock, so the log's order is the order the changes were
+/// applied in, and a batch taken under the lock ends at a state the core has (``CommitPipeline``).
 ///
 /// Lock order (Docs/architecture.md): the pipeline's writer lock → the core lock → the published
 /// records' lock, the log's lock, the packs' lock, the snapshot registry's lock (leaves). The core
