@@ -21,6 +21,8 @@ public final class Store: Sendable {
     let seams: Seams
     /// The threads the async API runs blocking work on (Async/IOThreadPool.swift).
     let ioThreads = IOThreadPool()
+    /// The control socket's server while an embedded store is open (Control/ControlServer.swift).
+    let control = Mutex<ControlServer?>(nil)
 
     /// Opens the store in `directory`, creating it when the directory is missing or empty, and
     /// recovers: loads the newest checkpoint and replays the WAL written after it. A torn write at the
@@ -37,6 +39,7 @@ public final class Store: Sendable {
     package convenience init(at directory: URL, configuration: Configuration, seams: Seams) throws {
         let engine = try LocalEngine(at: directory, configuration: configuration, seams: seams)
         self.init(engine: engine, configuration: configuration, directory: engine.directory, seams: seams)
+        if configuration.controlSocket { control.withLock { $0 = ControlServer.start(for: self) } }
     }
 
     /// A store driving `engine` (the cluster engine's initializer comes here), which was opened with
@@ -49,12 +52,13 @@ public final class Store: Sendable {
     }
 
     deinit {
-        try? engine.close()
+        try? close()
     }
 
     /// Makes everything written durable, waits for background maintenance, and releases the store.
     /// Idempotent; every later call on this instance throws `closed`.
     public func close() throws {
+        control.withLock { $0.take() }?.stop()
         try engine.close()
     }
 
