@@ -51,6 +51,8 @@ let package = Package(
         ),
         // The process-crash test's workload (Tests/ContentStoreTests/Reliability); not a product.
         .executableTarget(name: "CrashWorkload", dependencies: ["ContentStore"], path: "Tests/CrashWorkload"),
+        // The collection crash test's workload (Tests/contentstoreTests); not a product.
+        .executableTarget(name: "CollectionWorkload", dependencies: ["ContentStore"], path: "Tests/CollectionWorkload"),
         .testTarget(
             name: "ContentStoreTests",
             dependencies: ["ContentStore", .product(name: "MetricsTestKit", package: "swift-metrics")]

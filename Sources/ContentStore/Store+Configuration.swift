@@ -36,7 +36,7 @@ extension Store {
 
     /// How a store behaves. Every field has a default; change only what you need.
     public struct Configuration: Sendable {
-        /// zstd level for blobs, 1...19. Default 3.
+        /// zstd level for blobs, 1...22 (levels above 19 use much more memory). Default 3.
         public var compressionLevel: Int = 3
         /// When commits are durable. Default ``Durability/full``.
         public var durability: Durability = .full
@@ -86,6 +86,16 @@ extension Store {
         /// it is open. Runs never overlap, hold no lock for their duration, stop at ``Store/close()``,
         /// and do not keep a store that is otherwise released alive. Default nil: no periodic work.
         public var maintenanceInterval: Duration?
+        /// The defaults.
+        public init() {}
+    }
+}
+
+extension Store {
+    /// What tests substitute inside a store: the system calls it makes, two sizes of the commit path
+    /// that the defaults keep out of a test's reach, and hooks at two race windows. Package access and
+    /// outside ``Configuration``: nothing here is for users.
+    package struct Seams: Sendable {
         /// The system calls the store makes; tests substitute fault-injecting implementations.
         var fileIO: any FileIO = SystemFileIO()
         /// A durable commit carries up to this many bytes of unsynced pack appends in its WAL batch
@@ -98,13 +108,13 @@ extension Store {
         var walPreallocation: UInt64 = 1 << 20
         /// Runs in ``Store/readLatest(_:)`` between taking its unpinned view and running the body:
         /// where a test lets a writer and a collection take a blob the view references, to force
-        /// the read again on a snapshot through a facade whose body it cannot reach. Nil outside tests.
+        /// the read again on a snapshot through a facade whose body it cannot reach.
         package var afterTakingUnpinnedView: (@Sendable (Store) -> Void)?
         /// Runs as a put starts training a chunk dictionary: where a test holds the training so that
-        /// concurrent puts meet it. Nil outside tests.
+        /// concurrent puts meet it.
         package var beforeTrainingDictionary: (@Sendable () -> Void)?
 
-        /// The defaults.
-        public init() {}
+        /// The system's calls, the default sizes, no hooks.
+        package init() {}
     }
 }

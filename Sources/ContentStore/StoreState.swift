@@ -55,6 +55,15 @@ struct StoreState: Sendable {
         commitSequence = commit.sequence
     }
 
+    /// Restarts the grace period of a blob the index holds (a put of bytes the store has), so a
+    /// collection deciding after it keeps the blob; false when the index lacks it. Not logged: a
+    /// crash loses only the freshening of a blob no commit references yet.
+    mutating func freshen(_ digest: Digest, time: UInt32) -> Bool {
+        guard blobs[digest] != nil else { return false }
+        blobs.freshen(digest, time: time)
+        return true
+    }
+
     mutating func apply(_ placements: [LogRecord.BlobPlacement]) {
         for placement in placements { blobs.place(placement) }
     }

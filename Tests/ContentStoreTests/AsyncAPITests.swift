@@ -147,7 +147,7 @@ import Testing
     @Test func collectionCancelledBetweenBatches() async throws {
         let dir = TemporaryDirectory()
         let store = try Store(at: dir.store, configuration: .testing())
-        let count = Store.collectionBatchSize * 3
+        let count = LocalEngine.collectionBatchSize * 3
         for index in 0 ..< count { try await store.put(Data("garbage \(index)".utf8)) }
         let keep = try await store.put(Data("kept".utf8))
         try await store.write { tx in try tx.setRecord(Record(references: [keep]), forKey: "keep") }

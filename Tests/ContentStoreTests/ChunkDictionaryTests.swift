@@ -210,12 +210,13 @@ import Testing
         // The first put to train waits until a second one trains too, which code that lets two
         // puts train for one pack does whatever the scheduling, or until every other put is done.
         let puts = Mutex((training: 0, finished: 0))
-        var configuration = Self.configuration()
-        configuration.beforeTrainingDictionary = {
+        let configuration = Self.configuration()
+        var seams = Store.Seams()
+        seams.beforeTrainingDictionary = {
             puts.withLock { $0.training += 1 }
             #expect(waitUntil(timeout: 60) { puts.withLock { $0.training > 1 || $0.finished == texts.count - 1 } })
         }
-        let store = try Store(at: dir.store, configuration: configuration)
+        let store = try Store(at: dir.store, configuration: configuration, seams: seams)
         let failures = Mutex<[String]>([])
         // Threads of their own, all running at once, since one of them waits for the others.
         let group = DispatchGroup()

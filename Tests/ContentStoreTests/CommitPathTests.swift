@@ -16,10 +16,11 @@ struct CommitPathTests {
 
         init(loggedPackBytesLimit: Int? = nil) throws {
             io = PowerCutFileIO(root: dir.url)
-            var configuration = Store.Configuration()
-            configuration.fileIO = io
-            if let loggedPackBytesLimit { configuration.loggedPackBytesLimit = loggedPackBytesLimit }
-            store = try Store(at: dir.store, configuration: configuration)
+            let configuration = Store.Configuration()
+            var seams = Store.Seams()
+            seams.fileIO = io
+            if let loggedPackBytesLimit { seams.loggedPackBytesLimit = loggedPackBytesLimit }
+            store = try Store(at: dir.store, configuration: configuration, seams: seams)
         }
 
         /// Puts `data`, commits a record referencing it, and returns the digest and the syncs the

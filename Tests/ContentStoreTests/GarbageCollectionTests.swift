@@ -67,12 +67,12 @@ import Testing
 
     @Test func expiryNeverComesEarly() {
         let grace = Duration.seconds(60)
-        #expect(!Store.hasExpired(zeroSince: 100, now: 160, grace: grace), "up to 59.x s may have passed")
-        #expect(Store.hasExpired(zeroSince: 100, now: 161, grace: grace))
-        #expect(!Store.hasExpired(zeroSince: 100, now: 161, grace: .milliseconds(60_500)), "rounded up to 61 s")
-        #expect(!Store.hasExpired(zeroSince: 200, now: 100, grace: grace), "a clock behind the blob's time removes nothing")
-        #expect(Store.hasExpired(zeroSince: 100, now: 100, grace: .zero))
-        #expect(Store.hasExpired(zeroSince: 200, now: 100, grace: .zero), "no grace: every unreferenced blob")
+        #expect(!LocalEngine.hasExpired(zeroSince: 100, now: 160, grace: grace), "up to 59.x s may have passed")
+        #expect(LocalEngine.hasExpired(zeroSince: 100, now: 161, grace: grace))
+        #expect(!LocalEngine.hasExpired(zeroSince: 100, now: 161, grace: .milliseconds(60_500)), "rounded up to 61 s")
+        #expect(!LocalEngine.hasExpired(zeroSince: 200, now: 100, grace: grace), "a clock behind the blob's time removes nothing")
+        #expect(LocalEngine.hasExpired(zeroSince: 100, now: 100, grace: .zero))
+        #expect(LocalEngine.hasExpired(zeroSince: 200, now: 100, grace: .zero), "no grace: every unreferenced blob")
     }
 
     @Test func puttingAGarbageBlobAgainFreshensIt() throws {
@@ -574,6 +574,16 @@ struct PackFixture {
 extension Store {
     /// Seals the active pack, so collection may judge it.
     func sealActivePack() throws {
-        try #require(packs as? PackStore, "local pack storage").sealActivePack()
+        try packs.sealActivePack()
+    }
+}
+
+extension PackStore {
+    /// Seals the active pack (trailing index, sync), so the next append starts a new one.
+    func sealActivePack() throws {
+        try state.withLock { state in
+            guard let active = state.active else { return }
+            try seal(active, in: &state)
+        }
     }
 }

@@ -99,9 +99,9 @@ import Testing
         let data = random.bytes(4 << 20)
         let store = try Store(at: dir.store, configuration: Self.configuration())
         let digest = try store.put(data)
-        let root = try store.readManifestNode(digest, isRoot: true, of: digest)
+        let root = try store.local.readManifestNode(digest, isRoot: true, of: digest)
         #expect(root.level >= 2)
-        let child = try store.readManifestNode(root.entries[0].digest, isRoot: false, of: digest)
+        let child = try store.local.readManifestNode(root.entries[0].digest, isRoot: false, of: digest)
         #expect(child.level == root.level - 1)
         let encoded = child.encoded()
         #expect(encoded.withUnsafeBytes { ManifestNode.digest(of: $0) } == root.entries[0].digest)
@@ -147,13 +147,14 @@ import Testing
     /// cost more than the copy (about 240,000 per GiB with default parameters).
     @Test func chunksBoundForOnePackAreWrittenTogether() throws {
         let dir = TemporaryDirectory()
-        var configuration = Self.configuration()
+        let configuration = Self.configuration()
         let packWrites = Mutex(0)
-        configuration.fileIO = ScriptedFileIO { call, path in
+        var seams = Store.Seams()
+        seams.fileIO = ScriptedFileIO { call, path in
             if call == .write && path.contains("/packs/") { packWrites.withLock { $0 += 1 } }
             return nil
         }
-        let store = try Store(at: dir.store, configuration: configuration)
+        let store = try Store(at: dir.store, configuration: configuration, seams: seams)
         var random = SeededRandom(seed: 11)
         let data = random.bytes(4 << 20)
         let digest = try store.put(data)
@@ -197,12 +198,13 @@ import Testing
         var configuration = Self.configuration()
         configuration.packSizeTarget = 1 << 16
         let failing = Mutex(false)
-        configuration.fileIO = ScriptedFileIO { call, path in
+        var seams = Store.Seams()
+        seams.fileIO = ScriptedFileIO { call, path in
             guard call == .write, path.hasSuffix(".pack"), failing.withLock({ $0 }) else { return nil }
             // The third pack's first write fails: two packs' groups of the batch are already written.
             return path.hasSuffix(PackFormat.fileName(3)) ? ENOSPC : nil
         }
-        let store = try Store(at: dir.store, configuration: configuration)
+        let store = try Store(at: dir.store, configuration: configuration, seams: seams)
         failing.withLock { $0 = true }
         var random = SeededRandom(seed: 13)
         #expect(throws: StoreError.code(.io)) { try store.put(random.bytes(1 << 20)) }
@@ -219,10 +221,10 @@ import Testing
         let data = random.bytes(1 << 20)
         let store = try Store(at: dir.store, configuration: Self.configuration())
         let digest = try store.put(data)
-        var node = try store.readManifestNode(digest, isRoot: true, of: digest)
-        while node.level > 0 { node = try store.readManifestNode(node.entries[0].digest, isRoot: false, of: digest) }
+        var node = try store.local.readManifestNode(digest, isRoot: true, of: digest)
+        while node.level > 0 { node = try store.local.readManifestNode(node.entries[0].digest, isRoot: false, of: digest) }
         let chunk = node.entries[node.entries.count / 2].digest
-        let (entry, file) = try store.locate(chunk)
+        let (entry, file) = try store.local.locate(chunk)
         try store.close()
         try flipBit(in: URL(fileURLWithPath: file.path), at: Int(entry.location.offset) + PackFormat.entryHeaderSize + 10)
 

@@ -131,7 +131,8 @@ import Testing
         var configuration = Store.Configuration()
         configuration.durability = .none
         configuration.now = { clock.now }
-        configuration.afterTakingUnpinnedView = { store in
+        var seams = Store.Seams()
+        seams.afterTakingUnpinnedView = { store in
             guard armed.withLock({ armed in
                 defer { armed = false }
                 return armed
@@ -153,7 +154,7 @@ import Testing
                 Issue.record(error, "the outside change failed")
             }
         }
-        let store = try Store(at: directory.store, configuration: configuration)
+        let store = try Store(at: directory.store, configuration: configuration, seams: seams)
         defer { try? store.close() }
         let archive = DataArchive(store: store)
         let expected = change == .replaced ? newer : nil

@@ -1,14 +1,19 @@
 import Foundation
 import Testing
 
-/// The built `contentstore` executable, run as a child process.
+/// The built `contentstore` executable (or a test workload), run as a child process.
 enum CommandLineTool {
-    /// Where the executable is: `$CONTENTSTORE_BINARY`, else beside the test bundle (SwiftPM puts
-    /// both in the same build directory), else in this package's `.build`.
-    static let executable: URL? = {
+    /// Where the `contentstore` executable is (see ``locate(_:overriddenBy:)``).
+    static let executable = locate("contentstore", overriddenBy: "CONTENTSTORE_BINARY")
+    /// Where the collection crash test's workload is (Tests/CollectionWorkload).
+    static let collectionWorkload = locate("CollectionWorkload", overriddenBy: "COLLECTION_WORKLOAD_BINARY")
+
+    /// Where the executable `name` is: `$variable`, else beside the test bundle (SwiftPM puts both
+    /// in the same build directory), else in this package's `.build`.
+    static func locate(_ name: String, overriddenBy variable: String) -> URL? {
         let manager = FileManager.default
         var candidates: [URL] = []
-        if let path = ProcessInfo.processInfo.environment["CONTENTSTORE_BINARY"], !path.isEmpty {
+        if let path = ProcessInfo.processInfo.environment[variable], !path.isEmpty {
             candidates.append(URL(fileURLWithPath: path))
         }
         var directories = [URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()]
@@ -21,13 +26,13 @@ enum CommandLineTool {
         for configuration in ["debug", "release"] {
             directories.append(root.appendingPathComponent(".build").appendingPathComponent(configuration))
         }
-        candidates += directories.map { $0.appendingPathComponent("contentstore") }
+        candidates += directories.map { $0.appendingPathComponent(name) }
         return candidates.first { url in
             var isDirectory: ObjCBool = false
             return manager.fileExists(atPath: url.path, isDirectory: &isDirectory) && !isDirectory.boolValue
                 && manager.isExecutableFile(atPath: url.path)
         }
-    }()
+    }
 
     /// What a finished run left behind.
     struct Outcome {
@@ -71,10 +76,10 @@ enum CommandLineTool {
         var wasKilled: Bool { process.terminationReason == .uncaughtSignal }
     }
 
-    /// Starts `contentstore arguments...`. Output goes to temporary files, so a chatty child can
-    /// never block on a full pipe.
-    static func start(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:]) throws -> Child {
-        let executable = try #require(executable, "the contentstore executable was not found; build it (swift build) or set CONTENTSTORE_BINARY")
+    /// Starts `contentstore arguments...` (or `program arguments...`). Output goes to temporary files,
+    /// so a chatty child can never block on a full pipe.
+    static func start(_ arguments: [String], program: URL? = nil, stdin: Data? = nil, environment: [String: String] = [:]) throws -> Child {
+        let executable = try #require(program ?? executable, "the executable was not found; build it (swift build) or set CONTENTSTORE_BINARY")
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments

@@ -150,7 +150,6 @@ import Testing
         let help = try CommandLineTool.run(["--help"])
         #expect(help.status == 0)
         for name in ["gc", "verify", "stats", "checkpoint", "put", "get", "demo"] { #expect(help.output.contains(name)) }
-        #expect(!help.output.contains("_torture"), "test support stays hidden")
     }
 
     @Test func demoDoesRealWorkAndVerifies() throws {

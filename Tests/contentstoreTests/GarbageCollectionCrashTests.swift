@@ -41,7 +41,8 @@ import Glibc
         var kills = 0, roundsCompleted = 0, seed: UInt64 = 0
         while Date() < deadline || kills < 3 {
             seed += 1
-            let child = try CommandLineTool.start(["_torture", "gc", "--store", dir.store.path, "--seed", "\(seed)"])
+            let workload = try #require(CommandLineTool.collectionWorkload, "CollectionWorkload was not found beside the tests; build it (swift build)")
+            let child = try CommandLineTool.start([dir.store.path, "\(seed)"], program: workload)
             // From early in the open to several rounds in. Until a round has completed, the window
             // doubles with each kill (up to 16 times): a slow build (a sanitizer, a loaded machine)
             // must still get collections to finish between kills.

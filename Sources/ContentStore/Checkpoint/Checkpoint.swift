@@ -27,13 +27,12 @@ enum Checkpoint {
     static let magic: [UInt8] = Array("CSCHKPNT".utf8)
     static let blobEntrySize = 56
 
-    static func fileName(_ firstSegment: UInt64) -> String { hex16(firstSegment) + ".ckpt" }
+    static func fileName(_ firstSegment: UInt64) -> String { NumberedFileName.checkpoint.name(firstSegment) }
 
     /// The first segment the checkpoint `name` names; nil for any other name, including other
     /// spellings of a number (`UInt64(_:radix:)` also takes a sign and capitals).
     static func firstSegment(fromFileName name: String) -> UInt64? {
-        guard let number = UInt64(name.prefix(16), radix: 16), name == fileName(number) else { return nil }
-        return number
+        NumberedFileName.checkpoint.number(from: name)
     }
 
     struct Contents {
@@ -90,15 +89,12 @@ enum Checkpoint {
     }
 
     private static func header(_ contents: Contents) -> [UInt8] {
-        var writer = ByteWriter(capacity: headerSize)
-        writer.append(contentsOf: magic)
-        writer.append(version)
-        writer.append(UInt32(0))
-        writer.append(contents.firstSegment)
-        writer.append(contents.state.commitSequence)
-        writer.append(UInt32(0))
-        writer.append(CRC32C.checksum(writer.bytes))
-        return writer.bytes
+        FileHeader.encode(magic: magic, version: version, size: headerSize) { fields in
+            fields.append(UInt32(0))
+            fields.append(contents.firstSegment)
+            fields.append(contents.state.commitSequence)
+            fields.append(UInt32(0))
+        }
     }
 
     private struct FrameWriter {

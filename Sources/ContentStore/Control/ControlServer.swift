@@ -29,28 +29,28 @@ final class ControlServer: Sendable {
 
     /// Starts listening for `store`, or returns nil (logged) when the socket cannot be made.
     static func start(for store: Store) -> ControlServer? {
-        let path = store.layout.root + "/" + ControlProtocol.socketName
+        let path = store.directory.path + "/" + ControlProtocol.socketName
         // The store's lock is held: whatever is at the path was left by a process that is gone.
         if unlink(path) != 0 && errno != ENOENT {
-            store.logger.warning("control socket not created: a stale socket cannot be removed", metadata: [
+            store.configuration.logger.warning("control socket not created: a stale socket cannot be removed", metadata: [
                 "path": "\(path)", "error": "\(String(cString: strerror(errno)))",
             ])
             return nil
         }
         let listener = cs_unix_listen(path, 16)
         guard listener >= 0 else {
-            store.logger.warning("control socket not created; live maintenance is unavailable", metadata: [
+            store.configuration.logger.warning("control socket not created; live maintenance is unavailable", metadata: [
                 "path": "\(path)", "error": "\(String(cString: strerror(errno)))",
             ])
             return nil
         }
-        let server = ControlServer(path: path, listener: listener, logger: store.logger)
+        let server = ControlServer(path: path, listener: listener, logger: store.configuration.logger)
         // Weak: the acceptor must not keep a store alive that its owner released (deinit closes it).
         weak let weakStore = store
         let thread = Thread { server.acceptLoop { weakStore } }
         thread.name = "ContentStore control"
         thread.start()
-        store.logger.debug("control socket listening", metadata: ["path": "\(path)"])
+        store.configuration.logger.debug("control socket listening", metadata: ["path": "\(path)"])
         return server
     }
 
@@ -101,7 +101,7 @@ final class ControlServer: Sendable {
         var uid: UInt32 = 0
         guard cs_peer_uid(connection, &uid) == 0, uid == getuid() || uid == 0 else {
             logger.warning("control request refused: the peer runs as another user", metadata: ["peerUID": "\(uid)", "path": "\(path)"])
-            channel.sendLine(Self.error(code: "refused", message: "the process holding \(store.layout.root) (pid \(getpid()), uid \(getuid())) serves only uid \(getuid()) and root; this peer runs as uid \(uid)"))
+            channel.sendLine(Self.error(code: "refused", message: "the process holding \(store.directory.path) (pid \(getpid()), uid \(getuid())) serves only uid \(getuid()) and root; this peer runs as uid \(uid)"))
             return
         }
         guard let line, let request = try? JSONDecoder().decode(ControlRequest.self, from: line) else {

@@ -1,3 +1,9 @@
+/// Where a blob's entry lives: a pack and the offset of its entry header.
+struct BlobLocation: Hashable, Sendable {
+    var pack: UInt32
+    var offset: UInt64
+}
+
 /// What the store knows about one blob: 24 bytes, so the index costs about 56 bytes per blob
 /// with its 32-byte key (the checkpoint stores the same fields).
 struct BlobEntry: Equatable, Sendable {

@@ -72,12 +72,21 @@ extension LogRecord {
     }
 }
 
+extension LogRecord.BlobPlacement {
+    /// Flags of a placement in the log, the same bits as a pack entry header's (Docs/on-disk-format.md).
+    static let compressedFlag: UInt8 = 1
+    static let manifestFlag: UInt8 = 2
+    /// Encoded bytes of a placement: digest, pack (u32), offset (u64), flags (u8), raw and stored
+    /// lengths and time (u32 each).
+    static let encodedSize = Digest.byteCount + 4 + 8 + 1 + 4 + 4 + 4
+}
+
 extension ByteWriter {
     mutating func append(_ placement: LogRecord.BlobPlacement) {
         append(placement.digest)
         append(placement.location.pack)
         append(placement.location.offset)
-        append((placement.compressed ? PackFormat.compressedFlag : 0) | (placement.manifest ? PackFormat.manifestFlag : 0))
+        append((placement.compressed ? LogRecord.BlobPlacement.compressedFlag : 0) | (placement.manifest ? LogRecord.BlobPlacement.manifestFlag : 0))
         append(placement.rawLength)
         append(placement.storedLength)
         append(placement.time)
@@ -93,7 +102,7 @@ extension ByteReader {
         let raw = try read(UInt32.self)
         let stored = try read(UInt32.self)
         let time = try read(UInt32.self)
-        guard flags & ~(PackFormat.compressedFlag | PackFormat.manifestFlag) == 0 else {
+        guard flags & ~(LogRecord.BlobPlacement.compressedFlag | LogRecord.BlobPlacement.manifestFlag) == 0 else {
             throw LogRecord.Malformed(description: "unknown blob flags \(flags)")
         }
         // The index packs a location into 62 bits; a larger one is no location this store wrote.
@@ -101,8 +110,8 @@ extension ByteReader {
             throw LogRecord.Malformed(description: "blob location \(pack):\(offset) is out of range")
         }
         return LogRecord.BlobPlacement(
-            digest: digest, location: BlobLocation(pack: pack, offset: offset), compressed: flags & PackFormat.compressedFlag != 0,
-            rawLength: raw, storedLength: stored, time: time, manifest: flags & PackFormat.manifestFlag != 0)
+            digest: digest, location: BlobLocation(pack: pack, offset: offset), compressed: flags & LogRecord.BlobPlacement.compressedFlag != 0,
+            rawLength: raw, storedLength: stored, time: time, manifest: flags & LogRecord.BlobPlacement.manifestFlag != 0)
     }
 
     /// A `u32` count and that many digests, the count checked against the bytes left first.

@@ -26,6 +26,12 @@ enum LogRecord: Equatable {
     struct Change: Equatable {
         var key: String
         var record: Record?
+
+        /// Encoded bytes of a change that sets a record, beyond its key, value and references: the
+        /// change type (u8), the key's and the value's lengths and the reference count (u32 each).
+        static let setOverhead = 1 + 4 + 4 + 4
+        /// Encoded bytes of a removal beyond its key: the change type and the key's length.
+        static let removalOverhead = 1 + 4
     }
 
     struct BlobPlacement: Equatable {
@@ -43,6 +49,9 @@ enum LogRecord: Equatable {
         var pack: UInt32
         var offset: UInt64
         var bytes: [UInt8]
+
+        /// The bytes a frame of them takes beyond `bytes`: frame header, pack, offset, length.
+        static let overhead = WALFormat.frameHeaderSize + 4 + 8 + 4
     }
 
     /// Frame types; 4 is the WAL's sync point (``WALFormat/syncPointKind``).
@@ -138,7 +147,7 @@ enum LogRecord: Equatable {
                 record = .commit(Commit(sequence: sequence, time: time, changes: changes))
             case .blobs:
                 let count = Int(try reader.read(UInt32.self))
-                guard count <= reader.remaining / 57 else { throw Malformed(description: "blob count \(count) exceeds record") }
+                guard count <= reader.remaining / BlobPlacement.encodedSize else { throw Malformed(description: "blob count \(count) exceeds record") }
                 var placements: [BlobPlacement] = []
                 placements.reserveCapacity(count)
                 for _ in 0 ..< count { placements.append(try reader.readPlacement()) }

@@ -17,24 +17,17 @@ enum WALFormat {
     /// of them must stay readable by a store opened with a smaller transaction limit.
     static let maximumPackBytes = 1 << 20
 
-    static func fileName(_ number: UInt64) -> String { hex16(number) + ".log" }
+    static func fileName(_ number: UInt64) -> String { NumberedFileName.walSegment.name(number) }
 
-    /// The number of the segment `name` names; nil for any other name, including other spellings of
-    /// a number (`UInt64(_:radix:)` also takes a sign and capitals): they are not the store's files.
-    static func number(fromFileName name: String) -> UInt64? {
-        guard let number = UInt64(name.prefix(16), radix: 16), name == fileName(number) else { return nil }
-        return number
-    }
+    /// The number of the segment `name` names; nil for any other name (``NumberedFileName``).
+    static func number(fromFileName name: String) -> UInt64? { NumberedFileName.walSegment.number(from: name) }
 
     static func header(number: UInt64, salt: UInt32) -> [UInt8] {
-        var writer = ByteWriter(capacity: headerSize)
-        writer.append(contentsOf: magic)
-        writer.append(version)
-        writer.append(salt)
-        writer.append(number)
-        writer.append(UInt32(0))
-        writer.append(CRC32C.checksum(writer.bytes))
-        return writer.bytes
+        FileHeader.encode(magic: magic, version: version, size: headerSize) { fields in
+            fields.append(salt)
+            fields.append(number)
+            fields.append(UInt32(0))
+        }
     }
 
     struct Header { var salt: UInt32; var number: UInt64 }

@@ -101,9 +101,9 @@ public struct Statistics: Codable, Sendable, Hashable {
     }
 }
 
-extension Store {
+extension LocalEngine {
     /// Counts and sizes of what the store holds. Reads no file.
-    public func statistics() throws -> Statistics {
+    func statistics() throws -> Statistics {
         try checkOpen()
         // Everything is read under the lock rather than from a copy of the state: a copy held while
         // a writer changes the index would make that writer copy the whole index.

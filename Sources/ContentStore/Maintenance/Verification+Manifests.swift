@@ -1,4 +1,4 @@
-extension Store {
+extension LocalEngine {
     /// The references manifest nodes hold, counted from the nodes themselves (each is read from its
     /// pack): with the records' references, what every count must equal. A node that cannot be read
     /// is a `manifest` problem; the counts of its children then show as `refCount` problems too.

@@ -81,21 +81,10 @@ public struct VerificationReport: Codable, Sendable, Hashable {
     }
 }
 
-extension Store {
-    /// Checks the store: WAL and checkpoint checksums, every pack's header, that every indexed
-    /// blob's pack file exists and its entry parses and matches the index, and that every reference
-    /// count equals the references counted from the records. With `readData`, also reads every blob
-    /// back and re-hashes it (without it, damage inside a blob's compressed bytes goes unnoticed).
-    ///
-    /// Findings are reported, not thrown; errors are thrown only when the check itself cannot run.
-    /// Collections and checkpoints wait while it runs; readers and writers do not (the check works
-    /// on a copy of the state, which a concurrent writer pays for by copying the index once).
-    public func verify(_ options: VerificationOptions = .init()) throws -> VerificationReport {
-        try verify(options, progress: nil)
-    }
-
-    /// ``verify(_:)``, calling `progress` on the calling thread as the work advances.
-    public func verify(_ options: VerificationOptions, progress: ((MaintenanceProgress) -> Void)?) throws -> VerificationReport {
+extension LocalEngine {
+    /// ``Store/verify(_:progress:)``. The check works on a copy of the state, which a concurrent
+    /// writer pays for by copying the index once.
+    func verify(_ options: VerificationOptions, progress: ((MaintenanceProgress) -> Void)?) throws -> VerificationReport {
         try checkOpen()
         return try maintenance.withLock { _ in
             var problems: [VerificationReport.Problem] = []
@@ -121,7 +110,7 @@ extension Store {
     private func verifyLog(_ problems: inout [VerificationReport.Problem]) throws -> Int {
         // Synchronously under `.full`: a record written unsynced could outlive its pack bytes in a
         // power cut, leaving an index entry whose bytes are gone for a later put to dedup against.
-        try flushLog(upTo: wal.appendedLSN, synchronously: configuration.durability == .full)
+        try commits.flushAppended()
         let current = wal.currentSegmentNumber
         let numbers = try fileSystem.contents(of: layout.wal).compactMap(WALFormat.number(fromFileName:)).sorted()
         for number in numbers {

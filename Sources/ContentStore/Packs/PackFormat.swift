@@ -33,24 +33,19 @@ enum PackFormat {
     /// header cannot push a read past.
     static let maximumDictionarySize = 1 << 20
 
-    static func fileName(_ id: UInt32) -> String { hex8(id) + ".pack" }
+    static func fileName(_ id: UInt32) -> String { NumberedFileName.pack.name(UInt64(id)) }
 
-    /// The id of the pack `name` names; nil for any other name, including other spellings of an id
-    /// (`UInt32(_:radix:)` also takes a sign and capitals): they are not the store's files.
+    /// The id of the pack `name` names; nil for any other name (``NumberedFileName``).
     static func id(fromFileName name: String) -> UInt32? {
-        guard let id = UInt32(name.prefix(8), radix: 16), name == fileName(id) else { return nil }
-        return id
+        NumberedFileName.pack.number(from: name).flatMap { UInt32(exactly: $0) }
     }
 
     static func header(id: UInt32, createdMilliseconds: UInt64) -> [UInt8] {
-        var writer = ByteWriter(capacity: headerSize)
-        writer.append(contentsOf: headerMagic)
-        writer.append(version)
-        writer.append(id)
-        writer.append(createdMilliseconds)
-        writer.append(UInt32(0))
-        writer.append(CRC32C.checksum(writer.bytes))
-        return writer.bytes
+        FileHeader.encode(magic: headerMagic, version: version, size: headerSize) { fields in
+            fields.append(id)
+            fields.append(createdMilliseconds)
+            fields.append(UInt32(0))
+        }
     }
 
     struct EntryHeader: Equatable {
@@ -163,14 +158,4 @@ enum PackFormat {
         index.append(contentsOf: footer.bytes)
         return index.bytes
     }
-}
-
-func hex8(_ value: UInt32) -> String {
-    let digits = String(value, radix: 16)
-    return String(repeating: "0", count: max(0, 8 - digits.count)) + digits
-}
-
-func hex16(_ value: UInt64) -> String {
-    let digits = String(value, radix: 16)
-    return String(repeating: "0", count: max(0, 16 - digits.count)) + digits
 }

@@ -3,12 +3,6 @@ import Glibc
 #endif
 import Synchronization
 
-/// Where a blob's entry lives: a pack and the offset of its entry header.
-struct BlobLocation: Hashable, Sendable {
-    var pack: UInt32
-    var offset: UInt64
-}
-
 /// Append-only pack files under `<store>/packs`.
 ///
 /// One pack is active at a time; entries are appended to it under a short lock (compression and
@@ -22,7 +16,7 @@ final class PackStore: Sendable {
     private let sizeTarget: UInt64
     private let fileSystem: FileSystem
 
-    private struct Active {
+    struct Active {
         var id: UInt32
         var file: File
         var size: UInt64
@@ -41,7 +35,7 @@ final class PackStore: Sendable {
     /// ones are copied together, since a system call costs more than copying a few KiB.
     static let largeEntry: UInt64 = 64 << 10
 
-    private struct State {
+    struct State {
         var files: [UInt32: File] = [:]
         var sizes: [UInt32: UInt64] = [:]
         var active: Active?
@@ -58,7 +52,8 @@ final class PackStore: Sendable {
         var unsettled: [UInt32: Int] = [:]
     }
 
-    private let state: Mutex<State>
+    /// Internal rather than private for tests alone, which seal the active pack from their own target.
+    let state: Mutex<State>
 
     /// Opens every pack in `directory` for reading. Opening lists the directory and stats each file;
     /// it reads no entries.
@@ -300,14 +295,6 @@ final class PackStore: Sendable {
         } ?? StoreError(code: .io, message: "a pack failed to sync; reopen the store", cause: error)
     }
 
-    /// Seals the active pack (trailing index, sync), so the next append starts a new one.
-    func sealActivePack() throws {
-        try state.withLock { state in
-            guard let active = state.active else { return }
-            try seal(active, in: &state)
-        }
-    }
-
     /// Unlinks a pack. The caller has made durable the state that no longer needs it.
     func remove(_ pack: UInt32) throws {
         state.withLock { state in
@@ -353,7 +340,7 @@ final class PackStore: Sendable {
         return Active(id: id, file: file, size: UInt64(PackFormat.headerSize), index: [], writeBackStart: 0)
     }
 
-    private func seal(_ active: Active, in state: inout State) throws {
+    func seal(_ active: Active, in state: inout State) throws {
         let trailer = PackFormat.trailer(active.index, indexOffset: active.size)
         try active.file.write(trailer, at: active.size)
         do {

@@ -6,25 +6,35 @@ import Synchronization
 /// While a snapshot exists, collection keeps every blob that was referenced when it was taken, so
 /// ``get(_:)`` of a digest one of its records references succeeds even if a newer commit dropped it.
 public struct Snapshot: Sendable {
-    let records: SortedMap<String, Record>
-    let store: Store
-    /// Nil for the unregistered view of ``Store/readLatest(_:)``.
-    let pin: SnapshotRegistry.Pin?
+    private let records: any RecordView
+    private let engine: any StoreEngine
+    private let limits: Store.Limits
+    /// What keeps the blobs the snapshot may read from collection while any copy of it exists; nil
+    /// for the unregistered view of ``Store/readLatest(_:)``.
+    private let pin: (any AnyObject & Sendable)?
+
+    /// A snapshot of `records`, whose blobs `engine` reads, kept by `pin` (an engine's).
+    package init(records: any RecordView, engine: any StoreEngine, limits: Store.Limits, pin: (any AnyObject & Sendable)?) {
+        self.records = records
+        self.engine = engine
+        self.limits = limits
+        self.pin = pin
+    }
 
     /// The record under `key` in this snapshot.
     public func record(forKey key: String) throws -> Record? {
-        try Store.validate(key: key, limits: store.configuration.limits)
-        return records[key]
+        try Store.validate(key: key, limits: limits)
+        return try records.record(forKey: key)
     }
 
     /// Keys starting with `prefix` in this snapshot, ascending.
     public func keys(withPrefix prefix: String) throws -> [String] {
-        records.keys(withPrefix: prefix)
+        try records.keys(withPrefix: prefix)
     }
 
     /// The bytes of a blob, verified like ``Store/get(_:)``.
     public func get(_ digest: Digest) throws -> Data {
-        try store.get(digest)
+        try engine.get(digest)
     }
 }
 

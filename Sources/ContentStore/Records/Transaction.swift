@@ -5,13 +5,14 @@ import Foundation
 /// Nothing is visible to others, or written, until the closure passed to `write` returns; a thrown
 /// error discards every change.
 public struct Transaction {
-    let base: SortedMap<String, Record>
-    let limits: Store.Limits
+    private let base: any RecordView
+    private let limits: Store.Limits
     /// The new state of each changed key; `.some(nil)` is a removal.
     private(set) var changes: [String: Record?] = [:]
     private var encodedSize = 0
 
-    init(base: SortedMap<String, Record>, limits: Store.Limits) {
+    /// A transaction over `base`, the state it reads (an engine's).
+    package init(base: any RecordView, limits: Store.Limits) {
         self.base = base
         self.limits = limits
     }
@@ -20,12 +21,12 @@ public struct Transaction {
     public func record(forKey key: String) throws -> Record? {
         try Store.validate(key: key, limits: limits)
         if let change = changes[key] { return change }
-        return base[key]
+        return try base.record(forKey: key)
     }
 
     /// Keys starting with `prefix`, ascending, as this transaction sees them.
     public func keys(withPrefix prefix: String) throws -> [String] {
-        var keys = Set(base.keys(withPrefix: prefix))
+        var keys = Set(try base.keys(withPrefix: prefix))
         for (key, change) in changes where key.hasPrefix(prefix) {
             if change == nil { keys.remove(key) } else { keys.insert(key) }
         }
@@ -42,14 +43,14 @@ public struct Transaction {
         guard record.references.count <= limits.maximumReferencesPerRecord else {
             throw StoreError.limitExceeded("the record for key \"\(Store.describe(key))\" has \(record.references.count) references; the limit is \(limits.maximumReferencesPerRecord)")
         }
-        try account(key: key, size: 13 + key.utf8.count + record.value.count + record.references.count * Digest.byteCount)
+        try account(key: key, size: LogRecord.Change.setOverhead + key.utf8.count + record.value.count + record.references.count * Digest.byteCount)
         changes.updateValue(record, forKey: key)
     }
 
     /// Removes the record under `key`; removing a missing key is no error.
     public mutating func removeRecord(forKey key: String) throws {
         try Store.validate(key: key, limits: limits)
-        try account(key: key, size: 5 + key.utf8.count)
+        try account(key: key, size: LogRecord.Change.removalOverhead + key.utf8.count)
         changes.updateValue(nil, forKey: key)
     }
 
@@ -60,13 +61,14 @@ public struct Transaction {
         encodedSize += size
     }
 
-    /// The effective changes in key order. Changes that leave a key as it was (removing a missing
-    /// key, setting an identical record) are left out, so an unchanged rewrite commits nothing.
-    var effectiveChanges: [LogRecord.Change] {
-        changes.keys.sorted().compactMap { key in
+    /// The effective changes in key order: the new record under each key, nil for a removal.
+    /// Changes that leave a key as it was (removing a missing key, setting an identical record) are
+    /// left out, so an unchanged rewrite commits nothing.
+    package func effectiveChanges() throws -> [(key: String, record: Record?)] {
+        try changes.keys.sorted().compactMap { key in
             let record = changes[key]!
-            if record == base[key] { return nil }
-            return LogRecord.Change(key: key, record: record)
+            if try record == base.record(forKey: key) { return nil }
+            return (key, record)
         }
     }
 }

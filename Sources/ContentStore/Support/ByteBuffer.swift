@@ -24,12 +24,6 @@ struct ByteWriter {
         append(UInt32(data.count))
         bytes.append(contentsOf: data)
     }
-
-    mutating func overwrite<T: FixedWidthInteger>(_ value: T, at offset: Int) {
-        withUnsafeBytes(of: value.littleEndian) { raw in
-            for (i, byte) in raw.enumerated() { bytes[offset + i] = byte }
-        }
-    }
 }
 
 /// Bounds-checked little-endian decoder. Every read past the end throws, so a corrupt length can

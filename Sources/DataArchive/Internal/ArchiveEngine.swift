@@ -33,8 +33,9 @@ final class ArchiveEngine: Sendable {
     private enum Source {
         /// Given by the caller; never closed here.
         case given(Store)
-        /// Opened here (by `DataArchive.init`, then by each use until it opens); closed with the engine.
-        case owned(Store?)
+        /// Opened here (by `DataArchive.init`, then by each use until it opens), shared with every
+        /// other facade in the process over the same directory (``SharedStores``); released with the engine.
+        case owned(SharedStores.Lease?)
     }
 
     private let source: Mutex<Source>
@@ -50,7 +51,7 @@ final class ArchiveEngine: Sendable {
         let durability: Store.Durability
         switch source {
         case .given(let store): durability = store.configuration.durability
-        case .owned(let store): durability = store?.configuration.durability ?? Store.Configuration().durability
+        case .owned(let lease): durability = lease?.store.configuration.durability ?? Store.Configuration().durability
         }
         // With fsync, an operation mostly waits for its commit; more commits in flight share each
         // group commit. Without it, operations are CPU work and more threads than cores only contend.
@@ -61,11 +62,7 @@ final class ArchiveEngine: Sendable {
     }
 
     deinit {
-        let owned: Store? = source.withLock { source in
-            if case .owned(let store) = source { return store }
-            return nil
-        }
-        try? owned?.close()
+        // The lease goes with the source: the store closes when no other facade uses it.
         if let registryPath { EngineRegistry.remove(registryPath) }
     }
 
@@ -75,13 +72,13 @@ final class ArchiveEngine: Sendable {
             switch source {
             case .given(let store):
                 return store
-            case .owned(let store?):
-                return store
+            case .owned(let lease?):
+                return lease.store
             case .owned(nil):
                 try FileManager.default.createDirectory(at: directory.deletingLastPathComponent(), withIntermediateDirectories: true)
-                let store = try Store(at: directory)
-                source = .owned(store)
-                return store
+                let lease = try SharedStores.acquire(directory: directory)
+                source = .owned(lease)
+                return lease.store
             }
         }
     }
@@ -90,7 +87,7 @@ final class ArchiveEngine: Sendable {
         source.withLock { source in
             switch source {
             case .given(let given): return given === store
-            case .owned(let owned): return owned === store
+            case .owned(let lease): return lease?.store === store
             }
         }
     }

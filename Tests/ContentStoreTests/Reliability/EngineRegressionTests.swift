@@ -12,10 +12,11 @@ extension Reliability {
         @Test func aNewStoreDirectoryIsDurableInItsParent() throws {
             let dir = TemporaryDirectory()
             let io = PowerCutFileIO(root: dir.url)
-            var configuration = Store.Configuration()
-            configuration.fileIO = io
+            let configuration = Store.Configuration()
+            var seams = Store.Seams()
+            seams.fileIO = io
             let url = dir.url.appendingPathComponent("a/b/store")
-            let store = try Store(at: url, configuration: configuration)
+            let store = try Store(at: url, configuration: configuration, seams: seams)
             try store.write { try $0.setRecord(Record(value: Data("v".utf8)), forKey: "k") }
             var random = SeededRandom(seed: 0)
             let image = dir.url.appendingPathComponent("image")
@@ -40,9 +41,10 @@ extension Reliability {
                     if (try? disk.writeImage(to: url, mode: mode, random: &random)) != nil { images.withLock { $0.append(url) } }
                 }
             }
-            var configuration = Store.Configuration()
-            configuration.fileIO = io
-            try Store(at: disk.appendingPathComponent("store"), configuration: configuration).close()
+            let configuration = Store.Configuration()
+            var seams = Store.Seams()
+            seams.fileIO = io
+            try Store(at: disk.appendingPathComponent("store"), configuration: configuration, seams: seams).close()
             #expect(images.withLock { $0.count } >= 6)
             for image in images.withLock({ $0 }) {
                 #expect(throws: Never.self, "\(image.lastPathComponent)") { try Store(at: image.appendingPathComponent("store")).close() }
@@ -71,10 +73,11 @@ extension Reliability {
             try FileManager.default.createDirectory(at: disk, withIntermediateDirectories: true)
             let io = PowerCutFileIO(root: disk, fault: fault)
             var configuration = Store.Configuration()
-            configuration.fileIO = io
+            var seams = Store.Seams()
+            seams.fileIO = io
             configuration.packSizeTarget = 64 * 1024
             configure(&configuration)
-            try body { try Store(at: disk.appendingPathComponent("store"), configuration: configuration) }
+            try body { try Store(at: disk.appendingPathComponent("store"), configuration: configuration, seams: seams) }
             #expect(io.faultInjected)
             var random = SeededRandom(seed: 0)
             let image = dir.url.appendingPathComponent("image")
@@ -216,14 +219,15 @@ extension Reliability {
             var configuration = Store.Configuration()
             configuration.packSizeTarget = 64 * 1024
             configuration.now = { clock.now }
-            configuration.fileIO = ScriptedFileIO { call, path in
+            var seams = Store.Seams()
+            seams.fileIO = ScriptedFileIO { call, path in
                 call == .write && path.contains("/wal/") && failing.withLock { $0 } ? EIO : nil
             }
-            let store = try Store(at: dir.store, configuration: configuration)
+            let store = try Store(at: dir.store, configuration: configuration, seams: seams)
             var random = SeededRandom(seed: 4)
             for _ in 0 ..< 14 { try store.put(random.bytes(6000)) }  // pack 1 sealed, all garbage
             try store.close()
-            let reopened = try Store(at: dir.store, configuration: configuration)
+            let reopened = try Store(at: dir.store, configuration: configuration, seams: seams)
             clock.advance(by: 7200)
             failing.withLock { $0 = true }
             #expect(throws: StoreError.self) { try reopened.collectGarbage() }

@@ -67,9 +67,10 @@ extension Reliability {
             try FileManager.default.createDirectory(at: disk, withIntermediateDirectories: true)
             // Sync 0 of the segment is its header's, sync 1 the held batch's: the followers' batch fails.
             let held = HeldSync(disk: disk, fault: PowerCutFileIO.Fault(index: 2, errno: EIO, calls: [.sync], path: "/wal/0000000000000001.log"))
-            var configuration = Store.Configuration()
-            configuration.fileIO = held.io
-            let store = try Store(at: disk.appendingPathComponent("store"), configuration: configuration)
+            let configuration = Store.Configuration()
+            var seams = Store.Seams()
+            seams.fileIO = held.io
+            let store = try Store(at: disk.appendingPathComponent("store"), configuration: configuration, seams: seams)
 
             let outcomes = try held.commitBehindAHeldSync(store)
             #expect(held.io.faultInjected)
@@ -100,9 +101,10 @@ extension Reliability {
             let disk = dir.url.appendingPathComponent("disk")
             try FileManager.default.createDirectory(at: disk, withIntermediateDirectories: true)
             let held = HeldSync(disk: disk, fault: nil)
-            var configuration = Store.Configuration()
-            configuration.fileIO = held.io
-            let store = try Store(at: disk.appendingPathComponent("store"), configuration: configuration)
+            let configuration = Store.Configuration()
+            var seams = Store.Seams()
+            seams.fileIO = held.io
+            let store = try Store(at: disk.appendingPathComponent("store"), configuration: configuration, seams: seams)
             let syncsBefore = held.io.syncCount
 
             let outcomes = try held.commitBehindAHeldSync(store)

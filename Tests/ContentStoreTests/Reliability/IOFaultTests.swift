@@ -84,17 +84,18 @@ extension Reliability {
         @Test(arguments: IOFaultTests.errnos)
         func afterAFailedLogSyncTheStoreRefusesChangesUntilReopened(errno: Int32) throws {
             let dir = TemporaryDirectory()
-            var configuration = Store.Configuration()
+            let configuration = Store.Configuration()
             let syncs = Mutex(0)
             let failAt = Mutex<Int?>(nil)
-            configuration.fileIO = ScriptedFileIO { call, path in
+            var seams = Store.Seams()
+            seams.fileIO = ScriptedFileIO { call, path in
                 guard call == .sync, path.contains("/wal/") else { return nil }
                 return syncs.withLock { count in
                     defer { count += 1 }
                     return failAt.withLock { $0 } == count ? errno : nil
                 }
             }
-            let store = try Store(at: dir.store, configuration: configuration)
+            let store = try Store(at: dir.store, configuration: configuration, seams: seams)
             let kept = try store.put(Data("kept".utf8))
             try store.write { try $0.setRecord(Record(value: Data("1".utf8), references: [kept]), forKey: "a") }
             failAt.withLock { $0 = syncs.withLock { $0 } }
@@ -127,15 +128,16 @@ extension Reliability {
         func aFullDiskDuringAPutFailsThatPutOnly(packWrite: Int) throws {
             let dir = TemporaryDirectory()
             let writes = Mutex(0)
-            var configuration = Store.Configuration()
-            configuration.fileIO = ScriptedFileIO { call, path in
+            let configuration = Store.Configuration()
+            var seams = Store.Seams()
+            seams.fileIO = ScriptedFileIO { call, path in
                 guard call == .write, path.contains("/packs/") else { return nil }
                 return writes.withLock { count in
                     defer { count += 1 }
                     return count == packWrite ? ENOSPC : nil
                 }
             }
-            let store = try Store(at: dir.store, configuration: configuration)
+            let store = try Store(at: dir.store, configuration: configuration, seams: seams)
             var random = SeededRandom(seed: 9)
             var references: [Digest] = []
             var failures = 0

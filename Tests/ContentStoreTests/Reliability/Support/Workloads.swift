@@ -72,6 +72,8 @@ final class Journal: Sendable {
 final class WorkloadRunner {
     let storeURL: URL
     var configuration: Store.Configuration
+    /// What the workload substitutes inside the store: the I/O, and small WAL and pack-logging sizes.
+    var seams: Store.Seams
     let journal = Journal()
     let clock: TestClock
     var random: SeededRandom
@@ -94,14 +96,15 @@ final class WorkloadRunner {
         configuration.walSegmentSize = 64 * 1024
         // Small, so segments are extended by zeros many times each: power cuts land in extensions,
         // in batches written over zeros and in the truncations of rotation and close.
-        configuration.walPreallocation = 4 * 1024
+        seams = Store.Seams()
+        seams.walPreallocation = 4 * 1024
         // Small, so both ways a commit makes pack bytes durable occur: carried by the WAL, and synced.
-        configuration.loggedPackBytesLimit = 16 * 1024
+        seams.loggedPackBytesLimit = 16 * 1024
         // Blobs over 24 KiB (only chunkedBlobs's) are chunked into 1 KiB chunks under manifest trees.
         configuration.chunking = ChunkingParameters(minimumSize: 256, averageSize: 1024, maximumSize: 4096)
         configuration.chunkingThreshold = 24 * 1024
         configuration.now = { [clock] in clock.now }
-        configuration.fileIO = fileIO
+        seams.fileIO = fileIO
     }
 
     private func record(_ error: any Error) { errors.append(error) }
@@ -111,7 +114,7 @@ final class WorkloadRunner {
     func open() {
         guard store == nil else { return }
         do {
-            store = try Store(at: storeURL, configuration: configuration)
+            store = try Store(at: storeURL, configuration: configuration, seams: seams)
             succeeded()
         } catch {
             record(error)
@@ -276,7 +279,7 @@ enum CoreWorkload: String, CaseIterable, Sendable, CustomTestStringConvertible {
             runner.randomCommit(keys: 4, fresh: runner.putRandomBlobs(1, size: 500 ... 3000))
         case .smallCommits:
             for step in 0 ..< 14 {
-                let large = step == 6 ? runner.put(runner.random.bytes(runner.configuration.loggedPackBytesLimit + 4096)) : nil
+                let large = step == 6 ? runner.put(runner.random.bytes(runner.seams.loggedPackBytesLimit + 4096)) : nil
                 runner.randomCommit(keys: 6, fresh: runner.putRandomBlobs(1, size: 100 ... 3000) + (large.map { [$0] } ?? []))
                 if step == 8 { runner.reopen() }
                 if step == 11 { runner.checkpoint() }
@@ -315,10 +318,11 @@ enum CoreWorkload: String, CaseIterable, Sendable, CustomTestStringConvertible {
 @discardableResult
 func checkRecoveredStore(at url: URL, candidates: Set<Journal.State>, io: any FileIO = UnsyncedFileIO(), _ label: String,
                          sourceLocation: SourceLocation = #_sourceLocation) -> Journal.State? {
-    var configuration = Store.Configuration()
-    configuration.fileIO = io
+    let configuration = Store.Configuration()
+    var seams = Store.Seams()
+    seams.fileIO = io
     do {
-        let store = try Store(at: url, configuration: configuration)
+        let store = try Store(at: url, configuration: configuration, seams: seams)
         let records = try allRecords(store)
         guard candidates.contains(records) else {
             let sizes = candidates.map(\.count).sorted()
@@ -335,7 +339,7 @@ func checkRecoveredStore(at url: URL, candidates: Set<Journal.State>, io: any Fi
         let after = Record(value: Data("after".utf8), references: [digest])
         try store.write { try $0.setRecord(after, forKey: "reliability/after-recovery") }
         try store.close()
-        let reopened = try Store(at: url, configuration: configuration)
+        let reopened = try Store(at: url, configuration: configuration, seams: seams)
         var expected = records
         expected["reliability/after-recovery"] = after
         let again = try allRecords(reopened)

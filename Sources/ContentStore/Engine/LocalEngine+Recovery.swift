@@ -3,42 +3,7 @@ import Glibc
 #endif
 import Foundation
 
-/// `<store>/FORMAT`: magic "CSTORE\0\0" | u32 format version | u32 flags (0) | u32 crc32c(0..<16).
-enum FormatFile {
-    static let version: UInt32 = 1
-    static let magic: [UInt8] = Array("CSTORE\0\0".utf8)
-    /// Larger than any FORMAT file: a small stranger is refused by ``check(_:path:)`` as not a
-    /// store, a huge (sparse) one before it is read.
-    static let maximumFileSize: UInt64 = 4096
-
-    static func encoded() -> [UInt8] {
-        var writer = ByteWriter(capacity: 20)
-        writer.append(contentsOf: magic)
-        writer.append(version)
-        writer.append(UInt32(0))
-        writer.append(CRC32C.checksum(writer.bytes))
-        return writer.bytes
-    }
-
-    static func check(_ bytes: [UInt8], path: String) throws {
-        guard bytes.count == 20, bytes[0 ..< 8].elementsEqual(magic) else {
-            throw StoreError(code: .unsupportedFormat, message: "\(path) is not a ContentStore FORMAT file", path: path)
-        }
-        let fields = bytes.withUnsafeBytes { raw in
-            (raw.loadUnaligned(fromByteOffset: 8, as: UInt32.self).littleEndian,
-             raw.loadUnaligned(fromByteOffset: 16, as: UInt32.self).littleEndian,
-             CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0 ..< 16])))
-        }
-        guard fields.1 == fields.2 else { throw StoreError.corrupted("FORMAT fails its checksum", path: path, offset: 0) }
-        guard fields.0 <= version else {
-            throw StoreError(
-                code: .unsupportedFormat,
-                message: "the store at \(path) has format version \(fields.0); this build reads up to \(version)", path: path)
-        }
-    }
-}
-
-extension Store {
+extension LocalEngine {
     struct Recovered {
         var state: StoreState
         var segment: WriteAheadLog.Segment

@@ -1,11 +1,11 @@
 import Foundation
 
-extension Store {
+extension LocalEngine {
     /// Writes a checkpoint of the current state and deletes the WAL segments and checkpoints it
     /// makes unnecessary, so the next open replays less. Runs automatically in the background once
     /// the WAL passes ``Configuration/checkpointThreshold``. Writers are paused only while the WAL
     /// is cut to a new segment, not while the checkpoint is written.
-    public func checkpoint() throws {
+    func checkpoint() throws {
         try checkOpen()
         try maintenance.withLock { _ in try writeCheckpoint() }
         refreshGauges()
@@ -14,11 +14,10 @@ extension Store {
     func writeCheckpoint() throws {
         let started = ContinuousClock.now
         // The lead first: a leader may be waiting for the core lock to take its batch.
-        let contents = try wal.whileLeading {
-            try core.withLock { core -> Checkpoint.Contents in
-                guard core.isOpen else { throw Store.closedError }
-                let firstSegment = try wal.rotate { take in try takeBatch(take, core: &core) }
-                return Checkpoint.Contents(firstSegment: firstSegment, state: core.state)
+        let contents = try commits.whileLeading {
+            try core.whileOpen { held -> Checkpoint.Contents in
+                let firstSegment = try commits.rotate(&held)
+                return Checkpoint.Contents(firstSegment: firstSegment, state: held.state)
             }
         }
         try Checkpoint.write(contents, directory: layout.checkpoints, fileSystem: fileSystem)

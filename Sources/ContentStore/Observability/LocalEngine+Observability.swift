@@ -5,7 +5,7 @@ import Logging
 /// an event, so counting and logging stay out of the engine's logic. Messages name files, offsets,
 /// digests and counts — never a record's value, blob bytes or a secret (a key appears only where a
 /// damage report names the record it found damaged). Docs/operations.md lists every message.
-extension Store {
+extension LocalEngine {
     /// A `write` that committed: one commit, its duration (call to durable return), the gauges when due.
     func noteCommit(since started: ContinuousClock.Instant) {
         metrics.committed(since: started)

@@ -1,14 +1,14 @@
-import ContentStore
 import Foundation
 import Synchronization
 
-/// The stores opened by ``ProjectStorage/init(baseURL:bundleID:)``, shared within the process.
+/// The stores the facades open by directory (Warehouse's `ProjectStorage(baseURL:bundleID:)`,
+/// DataArchive's `DataArchive(root:)`), shared within the process.
 ///
-/// A store is locked against other opens (an OS file lock, per open file), so two storages with
-/// the same base URL in one process must share one `Store`: the first opens it, the last to go
+/// A store is locked against other opens (an OS file lock, per open file), so two facade objects
+/// over one directory in one process must share one `Store`: the first opens it, the last to go
 /// closes it. Opening and closing happen under one lock, so a store being closed is never
 /// confused with a new open of the same directory.
-enum SharedStores {
+package enum SharedStores {
     private struct Entry {
         let store: Store
         var users: Int
@@ -17,8 +17,9 @@ enum SharedStores {
     private static let table = Mutex<[String: Entry]>([:])
 
     /// A use of a shared store; the store is closed when the last lease goes away.
-    final class Lease: Sendable {
-        let store: Store
+    package final class Lease: Sendable {
+        /// The shared store.
+        package let store: Store
         private let path: String
 
         fileprivate init(store: Store, path: String) {
@@ -29,7 +30,8 @@ enum SharedStores {
         deinit { SharedStores.release(path) }
     }
 
-    static func acquire(directory: URL) throws -> Lease {
+    /// A lease on the store in `directory`, opened (with the default configuration) by the first.
+    package static func acquire(directory: URL) throws -> Lease {
         let path = directory.standardizedFileURL.resolvingSymlinksInPath().path
         return try table.withLock { table in
             if var entry = table[path] {

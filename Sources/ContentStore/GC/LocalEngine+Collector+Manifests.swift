@@ -1,4 +1,4 @@
-extension Store {
+extension LocalEngine {
     /// The children of the unreferenced manifest nodes among `candidates`, read from their packs
     /// before collection takes the lock: dropping a node releases its children, and the WAL record
     /// that drops it lists them so replay needs no pack. A node that cannot be read is left out
@@ -48,11 +48,11 @@ extension Store {
             let freed = try core.withLock { core -> [(digest: Digest, entry: BlobEntry)] in
                 guard core.isOpen else { throw Store.closedError }
                 let now = nowSeconds
-                let horizon = published.withLock { [$0.horizon, snapshots.oldest].compactMap { $0 }.min() }
+                let horizon = commits.published.withLock { [$0.horizon, snapshots.oldest].compactMap { $0 }.min() }
                 return age.compactMap { child, parentAge -> (digest: Digest, entry: BlobEntry)? in
                     guard !counted.contains(child), let entry = core.state.blobs[child], entry.refCount == released[child] else { return nil }
                     let zeroSince = max(parentAge, entry.zeroSince)
-                    guard Store.hasExpired(zeroSince: zeroSince, now: now, grace: grace), horizon.map({ zeroSince < $0 }) ?? true else { return nil }
+                    guard LocalEngine.hasExpired(zeroSince: zeroSince, now: now, grace: grace), horizon.map({ zeroSince < $0 }) ?? true else { return nil }
                     var aged = entry
                     aged.zeroSince = zeroSince
                     return (child, aged)

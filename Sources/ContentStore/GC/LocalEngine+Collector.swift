@@ -1,6 +1,6 @@
 import Foundation
 
-extension Store {
+extension LocalEngine {
     /// Removes blobs that have been unreferenced for at least the grace period, then rewrites packs
     /// whose dead fraction passes the threshold and deletes packs with nothing live.
     ///
@@ -24,12 +24,12 @@ extension Store {
     /// - Throws: `invalidArgument` for a negative grace period or a rewrite threshold outside
     ///   (0, 1]; `closed` if the store is closed meanwhile; I/O errors. A pack whose entries are
     ///   damaged is left in place (and counted in ``GarbageCollectionReport/packsSkipped``).
-    public func collectGarbage(_ options: GarbageCollectionOptions = .init()) throws -> GarbageCollectionReport {
+    func collectGarbage(_ options: GarbageCollectionOptions = .init()) throws -> GarbageCollectionReport {
         try collectGarbage(options, progress: nil)
     }
 
     /// ``collectGarbage(_:)``, calling `progress` on the calling thread as the work advances.
-    public func collectGarbage(
+    func collectGarbage(
         _ options: GarbageCollectionOptions, progress: ((MaintenanceProgress) -> Void)?
     ) throws -> GarbageCollectionReport {
         try checkOpen()
@@ -59,6 +59,8 @@ extension Store {
 
     /// Blobs are checked and dropped this many at a time, each batch under one short hold of the lock.
     static let collectionBatchSize = 4096
+    /// Placements of moved blobs per WAL record: 3.7 MB of record at most, whatever a pack holds.
+    static let movesPerRecord = 65536
 
     /// Whether a blob unreferenced since `zeroSince` has been so for at least `grace` at `now`.
     ///
@@ -89,16 +91,16 @@ extension Store {
         var releasedChildren = false
         var pretendedDrops: [PretendedDrop] = []
         progress?(MaintenanceProgress(phase: .droppingBlobs, completed: 0, total: candidates.count))
-        for start in stride(from: 0, to: candidates.count, by: Store.collectionBatchSize) {
+        for start in stride(from: 0, to: candidates.count, by: LocalEngine.collectionBatchSize) {
             try CancellationToken.checkCancellation()  // between batches: earlier drops stand, the store is consistent
-            let batch = Array(candidates[start ..< min(start + Store.collectionBatchSize, candidates.count)])
+            let batch = Array(candidates[start ..< min(start + LocalEngine.collectionBatchSize, candidates.count)])
             let children = childrenOfManifestNodes(among: batch)
             let (chosen, lsn) = try core.withLock { core -> ([(digest: Digest, entry: BlobEntry)], UInt64?) in
                 guard core.isOpen else { throw Store.closedError }
                 // Decided under the lock commits and puts take: nothing can reference or freshen a blob
                 // between this check and its removal from the index.
                 let now = nowSeconds
-                let horizon = published.withLock { published in
+                let horizon = commits.published.withLock { published in
                     [published.horizon, snapshots.oldest].compactMap { $0 }.min()
                 }
                 var digests: [Digest] = []
@@ -106,7 +108,7 @@ extension Store {
                 var entries: [(digest: Digest, entry: BlobEntry)] = []
                 for digest in batch {
                     guard let entry = core.state.blobs[digest], entry.refCount == 0,
-                          Store.hasExpired(zeroSince: entry.zeroSince, now: now, grace: grace),
+                          LocalEngine.hasExpired(zeroSince: entry.zeroSince, now: now, grace: grace),
                           // A snapshot (or a reader of records not yet published) may still see it referenced.
                           horizon.map({ entry.zeroSince < $0 }) ?? true
                     else { continue }
@@ -146,7 +148,7 @@ extension Store {
             progress?(MaintenanceProgress(phase: .droppingBlobs, completed: start + batch.count, total: candidates.count))
         }
         // The drops must be durable before phase 2 deletes a pack that held the dropped blobs.
-        if let lastLSN { try flushLog(upTo: lastLSN, synchronously: true) }
+        if let lastLSN { try commits.flush(upTo: lastLSN, synchronously: true) }
         // Dropped manifest nodes released their children: those no other reference holds are garbage
         // of the same age (StoreState.drop(manifests:)), collected by another pass, one per tree level.
         if releasedChildren {
@@ -167,7 +169,7 @@ extension Store {
     ) throws {
         // Packs are judged by the state in memory; what made them dead must be durable before any is
         // deleted (and a log that failed, holding changes that never reached the disk, stops here).
-        if !dryRun { try flushLog(upTo: wal.appendedLSN, synchronously: true) }
+        if !dryRun { try commits.flush(upTo: wal.appendedLSN, synchronously: true) }
         // Listed before the active pack is read: appends go only to the active pack and new packs get
         // new ids, so a pack listed here and not active afterwards never receives another entry.
         let listed = packs.packIDs
@@ -287,15 +289,15 @@ extension Store {
             // blob is still where it was read; the check keeps that an invariant rather than a hope.
             let moving = placements.filter { core.state.blobs[$0.digest]?.location.pack == pack }
             var lsn: UInt64?
-            for start in stride(from: 0, to: moving.count, by: 65536) {
-                let batch = Array(moving[start ..< min(start + 65536, moving.count)])
+            for start in stride(from: 0, to: moving.count, by: LocalEngine.movesPerRecord) {
+                let batch = Array(moving[start ..< min(start + LocalEngine.movesPerRecord, moving.count)])
                 lsn = try wal.append(.blobs(batch))
                 core.state.apply(batch)
             }
             return (lsn, core.state.blobs.liveBytesByPack[pack] ?? 0)
         }
         // Rule 2: the moves (and, through the WAL's pack sync, the copies) are durable before the pack goes.
-        if let lsn { try flushLog(upTo: lsn, synchronously: true) }
+        if let lsn { try commits.flush(upTo: lsn, synchronously: true) }
         guard remaining == 0 else {
             // The walk stops at an entry header that does not parse, so blobs behind it were not copied.
             logger.error("pack holds live blobs its entries could not be walked to; pack not rewritten", metadata: [
@@ -305,63 +307,5 @@ extension Store {
         }
         try packs.remove(pack)
         return copied
-    }
-}
-
-/// Reads a pack's entries front to back in large chunks: a rewrite reads every entry, and a read
-/// per entry would cost a system call per blob. Stops at the end of the entries, or at the first
-/// header that does not parse (a torn tail, or damage, which the caller notices by what it missed).
-struct PackEntryScanner {
-    struct Entry {
-        var offset: UInt64
-        var header: PackFormat.EntryHeader
-        /// Where the entry (header and payload) sits in the buffer ``next()`` returned with it.
-        var range: Range<Int>
-    }
-
-    static let chunkSize = 4 << 20
-
-    let file: File
-    let end: UInt64
-    private var offset = UInt64(PackFormat.headerSize)
-    private var finished = false
-
-    init(file: File, end: UInt64) {
-        self.file = file
-        self.end = end
-    }
-
-    /// The next whole entries and the bytes holding them; no entries at the end.
-    mutating func next() throws -> (buffer: [UInt8], entries: [Entry]) {
-        guard !finished, offset + UInt64(PackFormat.entryHeaderSize) <= end else { return ([], []) }
-        var length = Int(min(UInt64(Self.chunkSize), end - offset))
-        while true {
-            let buffer = try file.readExactly(length, at: offset)
-            var entries: [Entry] = []
-            var position = 0
-            var needed: Int?
-            while position + PackFormat.entryHeaderSize <= buffer.count {
-                let parsed = try? buffer.withUnsafeBytes {
-                    try PackFormat.parseEntryHeader(UnsafeRawBufferPointer(rebasing: $0[position ..< position + PackFormat.entryHeaderSize]))
-                }
-                guard let header = parsed, offset + UInt64(position) + header.totalLength <= end else {
-                    finished = true
-                    break
-                }
-                guard position + Int(header.totalLength) <= buffer.count else {
-                    needed = Int(header.totalLength)
-                    break
-                }
-                entries.append(Entry(offset: offset + UInt64(position), header: header, range: position ..< position + Int(header.totalLength)))
-                position += Int(header.totalLength)
-            }
-            if entries.isEmpty, let needed, !finished {
-                length = needed  // one entry larger than a chunk: read it whole
-                continue
-            }
-            offset += UInt64(position)
-            if entries.isEmpty { finished = true }
-            return (buffer, entries)
-        }
     }
 }

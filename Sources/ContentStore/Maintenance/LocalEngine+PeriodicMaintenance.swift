@@ -1,4 +1,4 @@
-extension Store {
+extension LocalEngine {
     /// Starts ``Configuration/maintenanceInterval``'s timer.
     ///
     /// The timer holds the store weakly: a store its owner released is closed by `deinit` as usual,

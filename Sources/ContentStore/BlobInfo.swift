@@ -1,0 +1,12 @@
+/// Facts about one stored blob.
+public struct BlobInfo: Hashable, Sendable, Codable {
+    /// The blob's digest.
+    public var digest: Digest
+    /// Uncompressed size in bytes.
+    public var size: Int
+    /// Bytes its pack entry occupies (compressed payload and header); for a chunked blob, its
+    /// manifest root's (the chunks are shared between versions and counted in ``Statistics``).
+    public var storedSize: Int
+    /// Record references pointing at it.
+    public var refCount: Int
+}

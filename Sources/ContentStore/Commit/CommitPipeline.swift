@@ -1,0 +1,299 @@
+import Dispatch
+import Logging
+import Synchronization
+
+/// The commit pipeline: transactions, group commit, publication, and what must be durable before a
+/// batch of the log is.
+///
+/// Owns:
+/// - transactions run one at a time (the writer lock), each seeing the one before it;
+/// - a commit is acknowledged only once it is durable (``Store/Durability/full``) or written
+///   (``Store/Durability/none``), and readers see it only then (``Published``);
+/// - rule 2's first half: every pack byte a record in a batch may refer to is durable no later than
+///   the batch: carried in the batch when they are few (one sync per small commit instead of two),
+///   else synced before it is written (``PackStore/prepareCommit(loggingUpTo:)``); and every pack is
+///   synced before the log leaves a segment that carried bytes;
+/// - group commit: one leader takes, writes and syncs a batch for every committer waiting, who
+///   sleep, once, and are covered by that batch or lead the next.
+///
+/// The log below knows only segments and frames; the packs know only their files. Data goes down to
+/// them and results come back: nothing below calls up.
+///
+/// Lock order: the writer lock → the lead → the core lock → the published records' lock, the log's
+/// lock, the packs' lock.
+final class CommitPipeline: Sendable {
+    let core: Core
+    let log: WriteAheadLog
+    let packs: PackStore
+    private let limits: Store.Limits
+    private let durability: Store.Durability
+    /// The most pack bytes a batch carries instead of syncing the packs first.
+    private let packBytesLimit: Int
+    private let clock: @Sendable () -> UInt32
+    /// Counts the syncs of the log.
+    private let metrics: StoreMetrics
+    private let logger: Logger
+
+    /// Serializes transactions, so each sees the one before it.
+    private let writer = AdaptiveLock()
+    /// What readers see: the records as of the newest commit that is durable.
+    let published: Mutex<Published>
+    /// Mirrors `Published.lsn`, so a committer whose commit another published skips the lock.
+    private let publishedLSN = Atomic<UInt64>(0)
+
+    /// Whether a caller leads (takes, writes and syncs a batch, or rotates). Taken without any lock,
+    /// so that a committer waiting for a batch never contends for the lock appends take.
+    private let leading = Atomic<Bool>(false)
+    /// Notified when a leader stops: its waiters are covered, or the log failed, or one of them is to
+    /// lead next.
+    private let leaderStopped = EventCount()
+    /// The commits a gathering leader waits for (0: none is gathering), and the event it sleeps on.
+    private let gatherTarget = Atomic<Int>(0)
+    private let batchGathered = EventCount()
+
+    /// Longest a leader waits for committers to join its batch. When the last batch made several
+    /// committers durable, they are about to commit again, but on a busy or small machine they have not
+    /// been scheduled yet when the next leader starts: without the wait it would sync one or two commits
+    /// at a time, each sync costing what a sync of all of them costs. The wait ends as soon as as many
+    /// commits are buffered as the last batch held (MySQL's binlog_group_commit_sync_delay with
+    /// ..._no_delay_count, with the count learnt from the last batch); it never happens while one
+    /// writer commits alone. In nanoseconds.
+    static let gatherDelay: Int64 = 200_000
+
+    init(core: Core, log: WriteAheadLog, packs: PackStore, records: SortedMap<String, Record>, limits: Store.Limits,
+         durability: Store.Durability, packBytesLimit: Int, metrics: StoreMetrics, logger: Logger, clock: @escaping @Sendable () -> UInt32) {
+        self.metrics = metrics
+        self.logger = logger
+        self.core = core
+        self.log = log
+        self.packs = packs
+        self.limits = limits
+        self.durability = durability
+        self.packBytesLimit = packBytesLimit
+        self.clock = clock
+        published = Mutex(Published(records: records))
+    }
+
+    // MARK: Transactions
+
+    /// Runs `body` as one transaction and commits what it changed; returns its result and whether it
+    /// committed anything. Returns once the commit (or, for a transaction that changed nothing, the
+    /// state it saw) is durable, or written with ``Store/Durability/none``.
+    func write<T>(_ body: (inout Transaction) throws -> T) throws -> (result: T, committed: Bool) {
+        let result: T
+        let flushTo: UInt64
+        let committed: Bool
+        writer.lock()
+        do {
+            // Released before the flush, so the next transaction joins this one's group commit.
+            defer { writer.unlock() }
+            let changes: [LogRecord.Change]
+            do {
+                // Ends before the commit: a base still held would make it copy the path it changes.
+                var transaction = Transaction(base: core.withLock { $0.state.records }, limits: limits)
+                result = try body(&transaction)
+                changes = try transaction.effectiveChanges().map { LogRecord.Change(key: $0.key, record: $0.record) }
+            }
+            if changes.isEmpty {
+                // A transaction that changed nothing still returns only once the state it saw is durable:
+                // it may have read (or rewritten unchanged) a commit that another writer has not synced yet.
+                // (Read only then: it takes the lock every committer contends for.)
+                flushTo = log.appendedLSN
+                committed = false
+            } else {
+                flushTo = try commit(changes)
+                committed = true
+            }
+        }
+        try flush(upTo: flushTo, synchronously: durability == .full)
+        return (result, committed)
+    }
+
+    /// Applies and logs a transaction's changes under the core lock; returns the commit's LSN.
+    private func commit(_ changes: [LogRecord.Change]) throws -> UInt64 {
+        let lsn = try core.whileOpen { held in
+            // Taken under the lock so commit times rise with LSNs (``Published/horizon`` relies on it).
+            let time = clock()
+            if let missing = held.state.firstMissingReference(in: changes) {
+                throw StoreError(
+                    code: .missingBlob,
+                    message: "record \"\(Store.describe(missing.key))\" references blob \(missing.digest), which the store does not hold")
+            }
+            let record = LogRecord.Commit(sequence: held.state.commitSequence + 1, time: time, changes: changes)
+            let lsn = try log.append(.commit(record))
+            do {
+                try held.state.apply(record)
+            } catch {
+                // Checked above, so unreachable short of a bug; the log already has the record, so stop here.
+                throw StoreError(code: .corrupted, message: "commit could not be applied: \(error)")
+            }
+            published.withLock { $0.applied(lsn: lsn, time: time) }
+            return lsn
+        }
+        let target = gatherTarget.load(ordering: .sequentiallyConsistent)
+        if target > 0, log.bufferedCommits >= target,
+           gatherTarget.compareExchange(expected: target, desired: 0, ordering: .sequentiallyConsistent).exchanged {
+            batchGathered.notifyAll()
+        }
+        return lsn
+    }
+
+    // MARK: Group commit
+
+    /// Returns once the log is written up to `lsn` (and, when `synchronously`, durable), and what it
+    /// covers is published.
+    ///
+    /// The first caller to find no leader leads a batch; the others sleep until it stops, then return
+    /// if it covered them, or else one of them leads the next batch.
+    func flush(upTo lsn: UInt64, synchronously: Bool) throws {
+        do {
+            while true {
+                let covered = synchronously ? log.durableLSN : log.writtenLSN
+                if covered >= lsn { break }
+                if log.hasFailed { throw log.currentFailure }
+                if startLeading() {
+                    defer { stopLeading() }
+                    if synchronously { gather() }
+                    try leadBatch(synchronously: synchronously)
+                } else {
+                    waitForLeader()
+                }
+            }
+        } catch {
+            // The log refuses further writes until the store is reopened.
+            logger.error("the write-ahead log could not be written or synced", metadata: ["path": "\(log.directory)", "error": "\(error)"])
+            throw error
+        }
+        publish(upTo: lsn, synchronously: synchronously)
+    }
+
+    /// Everything appended so far, flushed as ``Store/Configuration/durability`` asks.
+    func flushAppended() throws {
+        try flush(upTo: log.appendedLSN, synchronously: durability == .full)
+    }
+
+    /// Runs `body` as the leader, once the current one stops: no batch is taken or written meanwhile.
+    /// Taken before the core lock: a leader may be waiting for that lock to take its batch.
+    func whileLeading<T>(_ body: () throws -> T) throws -> T {
+        while !startLeading() { waitForLeader() }
+        defer { stopLeading() }
+        return try body()
+    }
+
+    /// Flushes everything durably and starts a new segment; returns its number: what a checkpoint
+    /// covers ends here. REQUIRES: the lead (``whileLeading(_:)``) and the core lock held (`held`), so
+    /// no record can land on either side of the cut by accident.
+    func rotate(_ held: inout Core.Held) throws -> UInt64 {
+        precondition(leading.load(ordering: .relaxed), "rotate() needs the lead")
+        let (batch, plan) = try takeBatch(synchronously: true, upTo: held.state.records)
+        try write(batch, plan, synchronously: true)
+        return try startNextSegment()
+    }
+
+    /// Flushes everything durably and leaves the log as a closed store keeps it. REQUIRES: appends
+    /// stopped (the core closed).
+    func close() throws {
+        try whileLeading {
+            try leadBatch(synchronously: true)
+            try log.trimForClose()
+        }
+    }
+
+    private func startLeading() -> Bool {
+        leading.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged
+    }
+
+    /// Gives up the lead and wakes everyone waiting for it.
+    private func stopLeading() {
+        leading.store(false, ordering: .sequentiallyConsistent)
+        leaderStopped.notifyAll()
+    }
+
+    /// Sleeps until the current leader (if any) stops.
+    private func waitForLeader() {
+        let key = leaderStopped.key
+        if leading.load(ordering: .sequentiallyConsistent) { leaderStopped.wait(key) }
+    }
+
+    /// Waits, at most ``gatherDelay``, for as many commits as the last batch held.
+    private func gather() {
+        let target = log.lastBatchCommits
+        let key = batchGathered.key
+        gatherTarget.store(target, ordering: .sequentiallyConsistent)
+        // Checked after the target is set: a commit appended before it was set notifies no one.
+        defer { gatherTarget.store(0, ordering: .sequentiallyConsistent) }
+        guard log.bufferedCommits < target else { return }
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(Self.gatherDelay)
+        while batchGathered.key == key {
+            let now = DispatchTime.now().uptimeNanoseconds
+            guard now < deadline else { break }
+            batchGathered.wait(key, timeoutNanoseconds: Int64(deadline - now))
+        }
+    }
+
+    /// Takes, writes and (when `synchronously`) syncs the next batch. REQUIRES: the lead.
+    private func leadBatch(synchronously: Bool) throws {
+        let (batch, plan) = try core.withLock { held in try takeBatch(synchronously: synchronously, upTo: held.state.records) }
+        try write(batch, plan, synchronously: synchronously)
+    }
+
+    /// Takes the next batch, with what makes the pack bytes its records may refer to durable, and notes
+    /// the records as of its end (`records`, the core's) for publishing. REQUIRES: the lead, and the
+    /// core lock held: no record is appended meanwhile, so every record the batch takes was appended
+    /// after the pack appends the plan names.
+    private func takeBatch(synchronously: Bool, upTo records: SortedMap<String, Record>) throws -> (WriteAheadLog.Batch, PackCommitPlan) {
+        assert(leading.load(ordering: .relaxed), "REQUIRES: the lead")
+        try log.checkHealthy()
+        let plan: PackCommitPlan
+        do {
+            plan = synchronously ? try packs.prepareCommit(loggingUpTo: packBytesLimit) : PackCommitPlan()
+        } catch {
+            throw log.fail(error)
+        }
+        let batch = try log.takeBatch(carrying: plan.logged)
+        published.withLock { $0.taken(records, upTo: batch.endLSN) }
+        return (batch, plan)
+    }
+
+    /// Makes the batch's pack bytes durable as `plan` says, then writes (and syncs) the batch. A
+    /// segment that reaches its size limit is followed by the next. REQUIRES: the lead.
+    private func write(_ batch: WriteAheadLog.Batch, _ plan: PackCommitPlan, synchronously: Bool) throws {
+        assert(leading.load(ordering: .relaxed), "REQUIRES: the lead")
+        if synchronously {
+            do {
+                try packs.synchronize(plan)
+            } catch {
+                throw log.fail(error)
+            }
+        }
+        try log.write(batch, synchronously: synchronously)
+        if synchronously { metrics.walSynced() }
+        if log.isSegmentFull { _ = try startNextSegment() }
+    }
+
+    /// Syncs every pack, also the bytes batches carried (a checkpoint rotates, and then lets the
+    /// segments that carried them go), then has the log start its next segment.
+    private func startNextSegment() throws -> UInt64 {
+        do {
+            try packs.synchronize()
+        } catch {
+            throw log.fail(error)
+        }
+        return try log.startNextSegment()
+    }
+
+    // MARK: Publication
+
+    /// Publishes the records up to `lsn`, once the log covers it. The first committer of a batch to get
+    /// here publishes all of it; the others skip the lock.
+    private func publish(upTo lsn: UInt64, synchronously: Bool) {
+        guard publishedLSN.load(ordering: .acquiring) < lsn else { return }
+        let covered = max(lsn, synchronously ? log.durableLSN : log.writtenLSN)
+        // The replaced versions are returned, so they are freed after the lock is released.
+        _ = published.withLock { published in
+            let (lsn, replaced) = published.publish(upTo: covered)
+            publishedLSN.store(lsn, ordering: .releasing)
+            return replaced
+        }
+    }
+}
