@@ -68,6 +68,8 @@ extension Reliability {
             let error = first as? StoreError
             #expect(error?.code == .io, "\(label): first error is \(first)")
             #expect((error?.cause as? SystemError)?.errno == fault.errno, "\(label): first error is \(first)")
+            // A store whose sync failed acknowledges nothing more until it is reopened.
+            #expect(runner.commitsAcknowledgedAfterAFailedSync == 0, "\(label): \(runner.commitsAcknowledgedAfterAFailedSync) commits acknowledged after a failed sync")
 
             // Nothing acknowledged is lost to a power cut right now (a failed sync lost its writes).
             var random = SeededRandom(seed: 0)
