@@ -23,16 +23,13 @@ extension Reliability {
         @Test(arguments: CoreWorkload.allCases)
         func everySyncOfRecoverySurvivesASecondPowerCut(_ workload: CoreWorkload) async throws {
             let dir = ScratchDirectory()
-            let disk = dir.url.appendingPathComponent("disk")
-            try FileManager.default.createDirectory(at: disk, withIntermediateDirectories: true)
             let stride = environmentInteger("RELIABILITY_RECOVERY_STRIDE", default: 1)
             let crashes = dir.url.appendingPathComponent("crashes")
 
-            let journalBox = Mutex<Journal?>(nil)
             let crashImages = Mutex<[(url: URL, candidates: Set<Journal.State>, index: Int)]>([])
             let failures = Mutex<[String]>([])
-            let io = PowerCutFileIO(root: disk) { disk, index in
-                guard index % stride == 0, let journal = journalBox.withLock({ $0 }) else { return }
+            let (_, io) = try runOnPowerCutDisk(workload, disk: dir.url.appendingPathComponent("disk")) { disk, index, journal in
+                guard index % stride == 0 else { return }
                 var random = SeededRandom(seed: 0xC0FFEE ^ UInt64(index))
                 let url = crashes.appendingPathComponent("\(index)")
                 do {
@@ -42,10 +39,6 @@ extension Reliability {
                     failures.withLock { $0.append("crash image at sync #\(index): \(error)") }
                 }
             }
-            let runner = WorkloadRunner(storeURL: disk.appendingPathComponent("store"), fileIO: io, seed: 0x5eed)
-            journalBox.withLock { $0 = runner.journal }
-            workload.run(runner)
-            #expect(runner.errors.isEmpty, "the workload itself failed: \(runner.errors)")
             #expect(failures.withLock { $0 } == [])
 
             var recoverySyncs = 0, secondCuts = 0

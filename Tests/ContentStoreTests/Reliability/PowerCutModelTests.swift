@@ -16,18 +16,24 @@ extension Reliability {
             io.close(fd)
         }
 
+        /// A modelled disk whose root holds one file, its entry made durable by an `fsync` of the root.
+        private func disk(holdingSynced name: String, in dir: ScratchDirectory) throws -> (PowerCutFileIO, URL) {
+            let root = dir.url.appendingPathComponent("disk")
+            try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+            let io = PowerCutFileIO(root: root)
+            try create(root.path + "/" + name, on: io)
+            let directory = try io.open(root.path, flags: O_RDONLY | O_DIRECTORY, mode: 0).get()
+            defer { io.close(directory) }
+            try io.fsync(directory).get()
+            return (io, root)
+        }
+
         /// A directory's unsynced changes are kept or lost each on its own: a create kept while a
         /// later unlink is lost (both names), the reverse (neither), and both ways in between. A
         /// model that kept or lost all of a directory's changes together showed only two of these.
         @Test func unsyncedDirectoryChangesAreKeptOrLostIndependently() throws {
             let dir = ScratchDirectory()
-            let root = dir.url.appendingPathComponent("disk")
-            try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-            let io = PowerCutFileIO(root: root)
-            try create(root.path + "/old", on: io)
-            let directory = try io.open(root.path, flags: O_RDONLY | O_DIRECTORY, mode: 0).get()
-            defer { io.close(directory) }
-            try io.fsync(directory).get()
+            let (io, root) = try disk(holdingSynced: "old", in: dir)
             // Unsynced from here: a create, then an unlink of the older name.
             try create(root.path + "/new", on: io)
             try io.unlink(root.path + "/old").get()
@@ -54,13 +60,7 @@ extension Reliability {
         /// A rename is one decision: the new name never appears without the old one going.
         @Test func aRenameIsKeptOrLostWhole() throws {
             let dir = ScratchDirectory()
-            let root = dir.url.appendingPathComponent("disk")
-            try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-            let io = PowerCutFileIO(root: root)
-            try create(root.path + "/file.tmp", on: io)
-            let directory = try io.open(root.path, flags: O_RDONLY | O_DIRECTORY, mode: 0).get()
-            defer { io.close(directory) }
-            try io.fsync(directory).get()
+            let (io, root) = try disk(holdingSynced: "file.tmp", in: dir)
             try io.rename(root.path + "/file.tmp", to: root.path + "/file").get()
 
             var seen = Set<[String]>()
