@@ -92,6 +92,14 @@ crash-soak: deps
 	$(SWIFT) build --build-tests
 	RELIABILITY_CRASH_KILLS=$(CRASH_KILLS) RELIABILITY_CRASH_SEED=$(CRASH_SEED) $(SWIFT) test --skip-build --filter ProcessCrashTests
 
+# reliability-report: every power-cut sweep (recovery's own syncs too), the I/O-fault sweep, the
+# crash test with CRASH_KILLS kills from CRASH_SEED, and fuzzing for FUZZ_SECONDS per target (0 skips
+# it); then regenerates the table under "Counts" in Docs/reliability.md from the JSON the runs write,
+# naming the commit they ran on. Logs in .build/reliability-report/logs/.
+.PHONY: reliability-report
+reliability-report: deps
+	python3 Tests/ReliabilityReport/reliability_report.py --swift "$(SWIFT)" --kills $(CRASH_KILLS) --seed $(CRASH_SEED) --fuzz-seconds $(FUZZ_SECONDS)
+
 # fuzz: each libFuzzer target (WAL segment, checkpoint, pack) for FUZZ_SECONDS (default 60).
 FUZZ_SECONDS ?= 60
 fuzz: deps

@@ -48,8 +48,11 @@ extension Store {
         public var verifiesReads: Bool = true
         /// Bytes of decoded, verified blobs ``Store/get(_:)`` keeps in memory, so getting a blob again
         /// skips the pack read, the decompression and the re-hash. Blobs over a sixteenth of it are
-        /// not kept. 0 turns the cache off. Default 64 MiB.
-        public var readCacheSize: Int = 64 << 20
+        /// not kept. 0 turns the cache off. Default 32 MiB: a miss costs one decode and re-hash (a few
+        /// microseconds for a small blob), so the cache is a saving for a hot set that fits, never a
+        /// need; its memory is charged to every open store, and a process may hold several. Read-heavy
+        /// users size it to their working set (Docs/benchmarks/analysis.md, section 4).
+        public var readCacheSize: Int = 32 << 20
         /// The clock used for grace periods; injectable for tests.
         public var now: @Sendable () -> Date = { Date() }
         /// Size limits.

@@ -113,6 +113,8 @@ extension ProjectStorage {
             }
             let manager = FileManager.default
             try manager.createDirectory(at: directory, withIntermediateDirectories: true)
+            // Every name is a relative path without `..` (checked when the table was read), so each
+            // file lands inside `directory`.
             for name in assets.sortedNames {
                 let file = directory.appendingPathComponent(name, isDirectory: false)
                 try manager.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)

@@ -168,6 +168,11 @@ struct AssetTable: Hashable, Sendable {
         var reference = references.startIndex
         for _ in 0 ..< count {
             let name = try reader.string()
+            // Validated again as read, not only as written: exports build paths from these names,
+            // and a forged or damaged store must not make them write outside their directory.
+            if let problem = AssetName.problem(with: name) {
+                throw RecordFormat.corrupted("asset name \"\(AssetName.describe(name))\" \(problem)")
+            }
             table.digests[name] = references[reference]
             reference += 1
         }

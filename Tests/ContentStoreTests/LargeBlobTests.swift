@@ -378,9 +378,15 @@ import Testing
         try store.put(base)
         clock.advance(by: 7200)
         let done = Mutex(false)
+        let collections = Mutex<(runs: Int, errors: [String])>((0, []))
         let collector = Thread {
             while !done.withLock({ $0 }) {
-                _ = try? store.collectGarbage(GarbageCollectionOptions(gracePeriod: .seconds(3600)))
+                do {
+                    _ = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .seconds(3600)))
+                    collections.withLock { $0.runs += 1 }
+                } catch {
+                    collections.withLock { $0.errors.append("\(error)") }
+                }
             }
         }
         collector.start()
@@ -394,6 +400,10 @@ import Testing
         }
         done.withLock { $0 = true }
         while !collector.isFinished { usleep(1000) }
+        // The collector really ran beside the puts, and every run of it succeeded.
+        let collected = collections.withLock { $0 }
+        #expect(collected.errors.isEmpty, "collections failed: \(collected.errors)")
+        #expect(collected.runs > 0)
         for (digest, data) in versions { #expect(try store.get(digest) == data) }
         let report = try store.verify(VerificationOptions(readData: true))
         #expect(report.isClean, "\(report.problems)")

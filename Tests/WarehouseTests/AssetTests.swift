@@ -223,3 +223,29 @@ import Testing
         #expect(try fixture.storage.sizeOfProject(id) == UInt64(data.count))
     }
 }
+
+/// Asset names read back from a store are validated again: a forged store (names written around
+/// the Warehouse API) must not make an export write outside its directory.
+@Suite struct ForgedStoreTests {
+    @Test(arguments: ["../escape", "a/../../escape", "/absolute-escape", "a//b", "./x", "nul\u{0}name", ""])
+    func exportRefusesAForgedAssetNameAndWritesNothing(name: String) throws {
+        let fixture = try Fixture()
+        let id = try fixture.storage.createProject()
+        try fixture.storage.setAsset(Data("fine".utf8), named: "fine", inProject: id)
+        let digest = try fixture.store.put(Data("forged".utf8))
+        let forged = ProjectAssetsRecord(assets: AssetTable(digests: ["fine": try fixture.store.put(Data("fine".utf8)), name: digest]))
+        try fixture.store.write { try $0.setRecord(forged.record, forKey: Keys.assets(id)) }
+
+        let outside = fixture.directory.url.appendingPathComponent("export")
+        let target = outside.appendingPathComponent("here")
+        let error = expectWarehouseError("fetchFailed") { try fixture.storage.exportAssets(ofProject: id, to: target) }
+        #expect(error?.storeCode == .corrupted)
+        // Nothing was written anywhere: not the target, not beside it, not at the root.
+        #expect(!FileManager.default.fileExists(atPath: outside.path))
+        #expect(!FileManager.default.fileExists(atPath: "/absolute-escape"))
+        let listed = try FileManager.default.contentsOfDirectory(atPath: fixture.directory.url.path).sorted()
+        #expect(listed == ["store"])
+        // Reading the project's assets fails the same way instead of handing the name on.
+        #expect(throws: (any Error).self) { try fixture.storage.projectAssets(id, in: fixture.store.makeSnapshot()) }
+    }
+}

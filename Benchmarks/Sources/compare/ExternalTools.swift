@@ -98,6 +98,13 @@ struct ExternalTool {
         }
     }
 
+    /// restic only: the seconds of `restic cat config` on the repository under `directory`, a run that
+    /// opens the repository and derives its key (scrypt, calibrated by `init` to about half a second)
+    /// and does nothing else. Every `restic backup` pays it once.
+    func keyDerivationSeconds(repository directory: String) throws -> Double {
+        try measureSeconds { try run(["-r", repository(directory), "cat", "config"], environment: environment(directory)) }
+    }
+
     /// Backs up one file (named relative to its directory) as snapshot/archive number `version` of
     /// the repository under `directory` (restic or borg); returns the seconds. borg compresses
     /// with zstd level 3, like ContentStore; restic uses its default (`auto`: zstd).

@@ -69,23 +69,32 @@ struct Measurement: Codable {
     /// How many times better ContentStore is than `peer` (> 1: ContentStore better), as the median of
     /// the ratios within each round, so both sides of each ratio ran under the same machine load.
     func advantage(over peer: String) -> Double? {
-        guard let mine = rounds[Name.contentStore], let theirs = rounds[peer] else { return nil }
-        var ratios: [Double] = []
-        for case let (a?, b?) in zip(mine, theirs) where a > 0 && b > 0 {
-            ratios.append(higherIsBetter ? a / b : b / a)
+        Self.median(advantageRounds(over: peer).compactMap { $0 })
+    }
+
+    /// The ratio of each round (nil where either side did not run): what the median hides when a
+    /// target is met in some rounds only.
+    func advantageRounds(over peer: String) -> [Double?] {
+        guard let mine = rounds[Name.contentStore], let theirs = rounds[peer] else { return [] }
+        return zip(mine, theirs).map { a, b in
+            guard let a, let b, a > 0, b > 0 else { return nil }
+            return higherIsBetter ? a / b : b / a
         }
-        return Self.median(ratios)
     }
 
     /// ContentStore's figure as a fraction of the machine's limit measured in the same round (for
     /// lower-is-better figures, limit / value); the median over rounds.
     var fractionOfLimit: Double? {
-        guard let mine = rounds[Name.contentStore] else { return nil }
-        var fractions: [Double] = []
-        for case let (value?, limit?) in zip(mine, limitRounds) where value > 0 && limit > 0 {
-            fractions.append(higherIsBetter ? value / limit : limit / value)
+        Self.median(fractionRounds.compactMap { $0 })
+    }
+
+    /// The fraction of each round (nil where the figure or its limit is missing).
+    var fractionRounds: [Double?] {
+        guard let mine = rounds[Name.contentStore] else { return [] }
+        return zip(mine, limitRounds).map { value, limit in
+            guard let value, let limit, value > 0, limit > 0 else { return nil }
+            return higherIsBetter ? value / limit : limit / value
         }
-        return Self.median(fractions)
     }
 }
 
@@ -95,6 +104,18 @@ struct TargetVerdict: Codable {
     var required: String
     var measured: String
     var met: Bool?
+    /// For a ratio target: the ratio of each round (nil where one side did not run), and the bound.
+    var roundRatios: [Double?]? = nil
+    var threshold: Double? = nil
+    /// How a round's ratio prints: "×" (a ratio) or "%" (a fraction of a limit).
+    var roundUnit = "×"
+
+    /// Rounds whose own ratio reached the threshold, of the rounds measured.
+    var roundsMet: (met: Int, of: Int)? {
+        guard let roundRatios, let threshold else { return nil }
+        let measured = roundRatios.compactMap { $0 }
+        return (measured.filter { $0 >= threshold }.count, measured.count)
+    }
 }
 
 struct RunInfo: Codable {
@@ -128,6 +149,8 @@ struct Report: Codable {
     var limits: [MachineLimits]
     var measurements: [Measurement]
     var advantages: [String: [String: Double]]
+    /// The same ratios round by round (measurement id → peer → one per round, nil where one side did not run).
+    var advantageRounds: [String: [String: [Double?]]]
     var fractionsOfLimit: [String: Double]
     var contentStoreStatistics: [String: Double]
     /// Per round: wall and CPU seconds of ContentStore's ingest, and thread-seconds spent in put and in commit.

@@ -17,9 +17,14 @@ final class SQLiteContender: Contender {
     let pool: DatabasePool
     private let pending = Mutex<[Prepared]>([])
 
-    init(directory: String) throws {
+    /// `cacheBytes`: each connection's page cache (`PRAGMA cache_size`), nil for SQLite's default (2,000 KiB).
+    init(directory: String, cacheBytes: Int? = nil) throws {
         var configuration = Configuration()
         configuration.maximumReaderCount = 4
+        if let cacheBytes {
+            // A negative cache_size is in KiB rather than pages.
+            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA cache_size = \(-(cacheBytes >> 10))") }
+        }
         pool = try DatabasePool(path: directory + "/store.sqlite", configuration: configuration)
         try pool.writeWithoutTransaction { db in
             // GRDB opens WAL pools with synchronous=NORMAL; durable commits need FULL.

@@ -68,6 +68,10 @@ extension Reliability {
             let error = first as? StoreError
             #expect(error?.code == .io, "\(label): first error is \(first)")
             #expect((error?.cause as? SystemError)?.errno == fault.errno, "\(label): first error is \(first)")
+            // A store whose log or pack sync failed acknowledges nothing more until it is reopened.
+            #expect(runner.commitsAcknowledgedAfterAFailedLogSync == 0,
+                    "\(label): \(runner.commitsAcknowledgedAfterAFailedLogSync) commits acknowledged after a failed log sync: \(runner.errors)")
+            #expect(runner.putsAfterAFailedPackSync == 0, "\(label): \(runner.putsAfterAFailedPackSync) puts accepted after a failed pack sync: \(runner.errors)")
 
             // Nothing acknowledged is lost to a power cut right now (a failed sync lost its writes).
             var random = SeededRandom(seed: 0)

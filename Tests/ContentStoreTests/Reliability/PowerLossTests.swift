@@ -26,17 +26,13 @@ extension Reliability {
         @Test(arguments: CoreWorkload.allCases)
         func everySyncPointSurvivesAPowerCut(_ workload: CoreWorkload) async throws {
             let dir = ScratchDirectory()
-            let disk = dir.url.appendingPathComponent("disk")
-            try FileManager.default.createDirectory(at: disk, withIntermediateDirectories: true)
             let imagesURL = dir.url.appendingPathComponent("images")
             let mixes = environmentInteger("RELIABILITY_POWER_MIXES", default: 2)
             let modes: [PowerCutFileIO.ImageMode] = [.durableOnly, .everything] + Array(repeating: .random, count: mixes)
 
-            let journalBox = Mutex<Journal?>(nil)
             let images = Mutex<[Image]>([])
             let failures = Mutex<[String]>([])
-            let io = PowerCutFileIO(root: disk) { disk, index in
-                guard let journal = journalBox.withLock({ $0 }) else { return }
+            let (runner, io) = try runOnPowerCutDisk(workload, disk: dir.url.appendingPathComponent("disk")) { disk, index, journal in
                 let candidates = journal.candidates
                 for (variant, mode) in modes.enumerated() {
                     var random = SeededRandom(seed: UInt64(index) << 8 | UInt64(variant))
@@ -56,10 +52,6 @@ extension Reliability {
                     }
                 }
             }
-            let runner = WorkloadRunner(storeURL: disk.appendingPathComponent("store"), fileIO: io, seed: 0x5eed)
-            journalBox.withLock { $0 = runner.journal }
-            workload.run(runner)
-            #expect(runner.errors.isEmpty, "the workload itself failed: \(runner.errors)")
             #expect(failures.withLock { $0 } == [])
 
             // After the workload: everything acknowledged is durable even with nothing else kept.

@@ -10,10 +10,14 @@ import Synchronization
 ///
 /// The model, per file (an inode, so renames and unlinks keep it): the bytes made durable by the
 /// last `fsync`/`fdatasync`, and the writes and truncations since then. Per directory: the entries
-/// made durable by the last `fsync` of that directory. ``writeImage(to:mode:random:)`` produces the
-/// post-crash image of the tree under `root`: every directory as of its last `fsync` (unsynced
-/// creates, renames and unlinks undone), every file as its durable bytes plus each unsynced write
-/// dropped, kept, torn at 512-byte sectors, or reduced to a size change that reads back as zeros.
+/// made durable by the last `fsync` of that directory, and each create, rename and unlink since.
+/// ``writeImage(to:mode:random:)`` produces the post-crash image of the tree under `root`: every
+/// directory as of its last `fsync` with each later create, rename and unlink kept or lost
+/// independently (a create kept while a later unlink is lost leaves both names; the reverse,
+/// neither), every file as its durable bytes plus each unsynced write dropped, kept, torn at
+/// 512-byte sectors, or reduced to a size change that reads back as zeros. A rename within one
+/// directory is one decision: its new name appears and its old one goes together (POSIX makes
+/// rename atomic, and journaling file systems keep it so across a crash).
 ///
 /// Syncs are not forwarded (the model decides what is durable), so workloads run at memory speed.
 ///
@@ -47,8 +51,8 @@ final class PowerCutFileIO: FileIO, Sendable {
         case durableOnly
         /// Every unsynced write and directory change reached the disk (a process crash).
         case everything
-        /// Each unsynced write dropped, kept, torn or zero-filled, each directory's unsynced changes
-        /// lost or kept, by the seeded generator.
+        /// Each unsynced write dropped, kept, torn or zero-filled, each unsynced create, rename and
+        /// unlink lost or kept on its own, by the seeded generator.
         case random
 
         var description: String {
@@ -75,6 +79,23 @@ final class PowerCutFileIO: FileIO, Sendable {
         case directory
     }
 
+    /// A change to a directory's entries since its last `fsync`, named within that directory.
+    private enum DirectoryChange {
+        case link(String, Entry)
+        case unlink(String)
+        case rename(String, to: String)
+
+        func apply(to entries: inout [String: Entry]) {
+            switch self {
+            case .link(let name, let entry): entries[name] = entry
+            case .unlink(let name): entries[name] = nil
+            case .rename(let source, let destination):
+                // Kept while the source's create was lost: the inode still exists, under its new name only.
+                if let entry = entries.removeValue(forKey: source) { entries[destination] = entry }
+            }
+        }
+    }
+
     private enum Handle {
         case file(Int)
         case directory(String)
@@ -87,6 +108,8 @@ final class PowerCutFileIO: FileIO, Sendable {
         var current: [String: Entry] = [:]
         /// Directory path → its entries as of its last fsync.
         var durable: [String: [String: Entry]] = [:]
+        /// Directory path → the changes to its entries since its last fsync, in order.
+        var changes: [String: [DirectoryChange]] = [:]
         var handles: [Int32: Handle] = [:]
         var paths: [Int32: String] = [:]
         var syncs = 0
@@ -147,6 +170,7 @@ final class PowerCutFileIO: FileIO, Sendable {
     private func isTracked(_ path: String) -> Bool { path == root || path.hasPrefix(root + "/") }
 
     private func parent(of path: String) -> String { (path as NSString).deletingLastPathComponent }
+    private func name(of path: String) -> String { (path as NSString).lastPathComponent }
 
     /// Counts a call and returns the error to fail it with, if it is the planned fault.
     private func fault(_ call: Call, path: String, _ state: inout State) -> SystemError? {
@@ -191,6 +215,7 @@ final class PowerCutFileIO: FileIO, Sendable {
                 state.nextNode += 1
                 state.nodes[id] = Node()
                 state.current[path] = .file(id)
+                state.changes[parent(of: path), default: []].append(.link(name(of: path), .file(id)))
             }
             state.handles[descriptor] = .file(id)
         }
@@ -246,7 +271,10 @@ final class PowerCutFileIO: FileIO, Sendable {
                     state.nodes[id] = node
                 }
             case .directory(let path):
-                if failure == nil { state.durable[path] = children(of: path, in: state.current) }
+                if failure == nil {
+                    state.durable[path] = children(of: path, in: state.current)
+                    state.changes[path] = nil
+                }
             case nil:
                 break
             }
@@ -275,7 +303,9 @@ final class PowerCutFileIO: FileIO, Sendable {
         if case .success = result, isTracked(source), isTracked(destination) {
             state.withLock { state in
                 precondition(state.current[source] != .directory, "renaming directories is not modelled")
+                precondition(parent(of: source) == parent(of: destination), "renaming across directories is not modelled")
                 state.current[destination] = state.current.removeValue(forKey: source)
+                state.changes[parent(of: source), default: []].append(.rename(name(of: source), to: name(of: destination)))
             }
         }
         return result
@@ -285,7 +315,10 @@ final class PowerCutFileIO: FileIO, Sendable {
         if let error = countCall(.unlink, path: path) { return .failure(error) }
         let result = base.unlink(path)
         if case .success = result, isTracked(path) {
-            state.withLock { _ = $0.current.removeValue(forKey: path) }
+            state.withLock { state in
+                state.current[path] = nil
+                state.changes[parent(of: path), default: []].append(.unlink(name(of: path)))
+            }
         }
         return result
     }
@@ -298,6 +331,7 @@ final class PowerCutFileIO: FileIO, Sendable {
                 if state.current[path] == nil {
                     state.current[path] = .directory
                     state.durable[path] = [:]
+                    state.changes[parent(of: path), default: []].append(.link(name(of: path), .directory))
                 }
             }
         }
@@ -338,16 +372,14 @@ final class PowerCutFileIO: FileIO, Sendable {
             var tree: [(String, Bool, Int?)] = []
             var contents: [Int: [UInt8]] = [:]
             func visit(_ directory: String, relative: String) {
-                let now = children(of: directory, in: state.current)
-                let synced = state.durable[directory] ?? [:]
-                var entries = synced
-                if now != synced {
-                    decisions += 1
-                    switch mode {
-                    case .durableOnly: entries = synced
-                    case .everything: entries = now
-                    case .random: entries = random.next() % 2 == 0 ? synced : now
-                    }
+                var entries = state.durable[directory] ?? [:]
+                let changes = state.changes[directory] ?? []
+                decisions += changes.count
+                switch mode {
+                case .durableOnly: break
+                case .everything: entries = children(of: directory, in: state.current)
+                case .random:
+                    for change in changes where random.next() % 2 == 0 { change.apply(to: &entries) }
                 }
                 for name in entries.keys.sorted() {
                     let path = directory + "/" + name

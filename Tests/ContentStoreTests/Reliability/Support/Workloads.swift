@@ -82,9 +82,15 @@ final class WorkloadRunner {
     var blobs: [Digest] = []
     /// Every error an operation threw, in order.
     private(set) var errors: [any Error] = []
-    /// Whether an operation succeeded after the first error (a store that should have failed closed
-    /// may not acknowledge; the journal and the power-cut image check that what it did is durable).
-    private(set) var successesAfterFirstError = 0
+    /// Commits the open store acknowledged after a sync of one of its WAL segments had failed. It
+    /// must refuse them ("reopen the store"): a later sync may succeed without covering what the
+    /// failed one lost ("fsyncgate").
+    private(set) var commitsAcknowledgedAfterAFailedLogSync = 0
+    /// Puts the open store accepted after a sync of one of its packs had failed (the pack store
+    /// fails for good: a later sync of the pack could vouch for bytes the kernel dropped).
+    private(set) var putsAfterAFailedPackSync = 0
+    /// Which data files' syncs failed in the store open now.
+    private var logSyncFailed = false, packSyncFailed = false
 
     init(storeURL: URL, fileIO: any FileIO, seed: UInt64) {
         self.storeURL = storeURL
@@ -107,15 +113,21 @@ final class WorkloadRunner {
         seams.fileIO = fileIO
     }
 
-    private func record(_ error: any Error) { errors.append(error) }
-
-    private func succeeded() { if !errors.isEmpty { successesAfterFirstError += 1 } }
+    private func record(_ error: any Error) {
+        errors.append(error)
+        // Only the data files' syncs: a checkpoint whose sync failed is abandoned (the log still
+        // holds everything), and a directory's failed sync after deletions puts nothing acknowledged at stake.
+        guard let failure = error as? StoreError, let call = (failure.cause as? SystemError)?.call,
+              call == "fsync" || call == "fdatasync", let path = failure.path else { return }
+        if path.hasSuffix(".log") { logSyncFailed = true }
+        if path.hasSuffix(".pack") { packSyncFailed = true }
+    }
 
     func open() {
         guard store == nil else { return }
         do {
             store = try Store(at: storeURL, configuration: configuration, seams: seams)
-            succeeded()
+            (logSyncFailed, packSyncFailed) = (false, false)
         } catch {
             record(error)
         }
@@ -138,7 +150,7 @@ final class WorkloadRunner {
         do {
             let digest = try store.put(data)
             blobs.append(digest)
-            succeeded()
+            if packSyncFailed { putsAfterAFailedPackSync += 1 }
             return digest
         } catch {
             record(error)
@@ -163,7 +175,7 @@ final class WorkloadRunner {
                 }
             }
             journal.acknowledge()
-            succeeded()
+            if logSyncFailed { commitsAcknowledgedAfterAFailedLogSync += 1 }
         } catch {
             journal.fail(error)
             record(error)
@@ -192,7 +204,6 @@ final class WorkloadRunner {
         guard let store else { return }
         do {
             try store.checkpoint()
-            succeeded()
         } catch {
             record(error)
         }
@@ -203,7 +214,6 @@ final class WorkloadRunner {
         do {
             _ = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: nil, dryRun: dryRun))
             blobs = blobs.filter { store.contains($0) }
-            succeeded()
         } catch {
             record(error)
         }
@@ -354,6 +364,25 @@ func checkRecoveredStore(at url: URL, candidates: Set<Journal.State>, io: any Fi
         Issue.record("\(label): \(error)", sourceLocation: sourceLocation)
         return nil
     }
+}
+
+/// Runs `workload` on a ``PowerCutFileIO`` disk rooted at `disk` (created here), calling `onSync`
+/// before each of its syncs with the journal as it stands then: the moment to take images of a cut.
+/// Records an issue if the workload itself failed (there are no faults).
+func runOnPowerCutDisk(_ workload: CoreWorkload, disk: URL,
+                       onSync: @escaping @Sendable (_ disk: PowerCutFileIO, _ index: Int, _ journal: Journal) -> Void,
+                       sourceLocation: SourceLocation = #_sourceLocation) throws -> (runner: WorkloadRunner, io: PowerCutFileIO) {
+    try FileManager.default.createDirectory(at: disk, withIntermediateDirectories: true)
+    let journalBox = Mutex<Journal?>(nil)
+    let io = PowerCutFileIO(root: disk) { disk, index in
+        guard let journal = journalBox.withLock({ $0 }) else { return }
+        onSync(disk, index, journal)
+    }
+    let runner = WorkloadRunner(storeURL: disk.appendingPathComponent("store"), fileIO: io, seed: 0x5eed)
+    journalBox.withLock { $0 = runner.journal }
+    workload.run(runner)
+    #expect(runner.errors.isEmpty, "the workload itself failed: \(runner.errors)", sourceLocation: sourceLocation)
+    return (runner, io)
 }
 
 /// An integer from the environment (for longer runs of the sweeps and soaks), or `default`.
