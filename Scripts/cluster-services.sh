@@ -28,6 +28,8 @@ S3_ACCESS_KEY="CONTENTSTORETESTKEY"
 S3_SECRET_KEY="contentstore-test-secret-key"
 S3_BUCKET="contentstore-test"
 STOP_TIMEOUT=15
+# weed drains slowly on SIGTERM and its data is scratch: it gets a shorter grace before SIGKILL.
+S3_STOP_TIMEOUT=3
 
 log() { echo "cluster-services: $*" >&2; }
 sudo_if_needed() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -142,7 +144,7 @@ stop_s3() {
     local pid; pid="$(cat "$dir/s3/pid")"
     if kill -0 "$pid" 2>/dev/null; then
         kill "$pid" 2>/dev/null || true
-        local deadline=$((SECONDS + STOP_TIMEOUT))
+        local deadline=$((SECONDS + S3_STOP_TIMEOUT))
         while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
         # weed can take long to drain on SIGTERM; its data is scratch, so do not wait for it.
         kill -9 "$pid" 2>/dev/null || true

@@ -200,9 +200,8 @@ struct ClusterDatabaseTests {
     @Test(.timeLimit(.minutes(3)))
     func restartedOrStoppedServerIsUnavailableThenRecoversWithoutReopening() async throws {
         let environment = try ClusterTestEnvironment.required()
-        try await withScratchDirectory { directory in
-            try environment.services("start-postgres", directory)
-            defer { try? environment.services("stop-postgres", directory) }
+        try await withScratchDirectory(stopping: "stop-postgres", environment) { directory in
+            try await environment.services("start-postgres", directory)
             let port = try #require(Int(try String(contentsOfFile: directory + "/postgres/port", encoding: .utf8)
                 .trimmingCharacters(in: .whitespacesAndNewlines)))
             let url = environment.databaseURL(database: "postgres", port: port)
@@ -213,7 +212,7 @@ struct ClusterDatabaseTests {
             }
             #expect(try await database.keys(withPrefix: "") == ["k"])
 
-            try environment.services("restart-postgres", directory)
+            try await environment.services("restart-postgres", directory)
             // Pooled connections died with the old server: the first call may fail, as
             // `unavailable`, and a later one succeeds on a new connection.
             try await eventually(within: .seconds(30)) {
@@ -225,12 +224,12 @@ struct ClusterDatabaseTests {
                 }
             }
 
-            try environment.services("stop-postgres", directory)
+            try await environment.services("stop-postgres", directory)
             let error = await #expect(throws: StoreError.self) { try await database.keys(withPrefix: "") }
             #expect(error?.code == .unavailable)
             #expect(error?.message.contains("127.0.0.1:\(port)/postgres") == true)
 
-            try environment.services("start-postgres", directory)
+            try await environment.services("start-postgres", directory)
             try await eventually(within: .seconds(30)) { () async throws in #expect(try await database.keys(withPrefix: "") == ["k"]) }
             #expect(try await database.record(forKey: "k") == Record(value: Data([0])))
         }

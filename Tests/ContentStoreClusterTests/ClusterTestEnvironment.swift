@@ -89,31 +89,57 @@ struct ClusterTestEnvironment: Sendable {
 
     // MARK: - Private service instances
 
-    /// Runs Scripts/cluster-services.sh with `arguments`; fails the test when it fails.
-    func services(_ arguments: String...) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [servicesScript] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw ServicesFailure(description: "cluster-services.sh \(arguments.joined(separator: " ")) exited \(process.terminationStatus): \(text)")
+    /// Runs Scripts/cluster-services.sh with `arguments`; fails the test when it fails. Output goes
+    /// to a file, not a pipe: the servers it starts inherit it and outlive the script. Spawned and
+    /// reaped by hand (posix_spawn, waitpid), polling from the task: Foundation's `Process` was
+    /// seen never to notice the exit of a script that leaves daemons behind.
+    func services(_ arguments: String...) async throws {
+        let log = "/tmp/cluster-services-\(UUID().uuidString).log"
+        defer { unlink(log) }
+        let argv = (["/bin/bash", servicesScript] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, "/bin/bash", &actions, nil, argv, environ)
+        guard spawned == 0 else { throw ServicesFailure(description: "posix_spawn of cluster-services.sh failed: \(spawned)") }
+        var status: Int32 = 0
+        while true {
+            let waited = waitpid(pid, &status, WNOHANG)
+            if waited == pid { break }
+            guard waited == 0 || errno == EINTR else { throw ServicesFailure(description: "waitpid failed: \(errno)") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        guard status == 0 else {
+            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            throw ServicesFailure(description: "cluster-services.sh \(arguments.joined(separator: " ")) failed (status \(status)): \(text)")
         }
     }
 
     struct ServicesFailure: Error, CustomStringConvertible { var description: String }
 }
 
-/// A scratch directory under /tmp (the postgres user must be able to reach it), removed at the end.
-func withScratchDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
+/// A scratch directory under /tmp (the postgres user must be able to reach it) for private
+/// service instances; `stop` (the script's stop subcommand for what was started) runs at the end,
+/// whether the body succeeded or not, then the directory is removed.
+func withScratchDirectory<T>(stopping stop: String, _ environment: ClusterTestEnvironment,
+                             _ body: (String) async throws -> T) async throws -> T {
     let path = "/tmp/contentstore-cluster-test-" + UUID().uuidString.lowercased()
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: path) }
-    return try await body(path)
+    do {
+        let result = try await body(path)
+        try? await environment.services(stop, path)
+        try? FileManager.default.removeItem(atPath: path)
+        return result
+    } catch {
+        try? await environment.services(stop, path)
+        try? FileManager.default.removeItem(atPath: path)
+        throw error
+    }
 }
 
 /// Retries `body` until it succeeds or `timeout` passes, then rethrows its last error.

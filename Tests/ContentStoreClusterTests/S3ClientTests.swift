@@ -156,9 +156,8 @@ struct S3ClientTests {
     @Test(.timeLimit(.minutes(3)))
     func unavailableWhileStoppedThenRecoversWithoutANewClient() async throws {
         let environment = try ClusterTestEnvironment.required()
-        try await withScratchDirectory { directory in
-            try environment.services("start-s3", directory)
-            defer { try? environment.services("stop-s3", directory) }
+        try await withScratchDirectory(stopping: "stop-s3", environment) { directory in
+            try await environment.services("start-s3", directory)
             let ports = try String(contentsOfFile: directory + "/s3/ports", encoding: .utf8).split(separator: " ")
             let endpoint = URL(string: "http://127.0.0.1:\(ports[6].trimmingCharacters(in: .whitespacesAndNewlines))")!
             var configuration = environment.s3Configuration(bucket: ClusterTestEnvironment.uniqueBucket(), endpoint: endpoint)
@@ -168,7 +167,7 @@ struct S3ClientTests {
             try await client.createBucketIfMissing()
             _ = try await client.put("before", bytes: [1], ifAbsent: false)
 
-            try environment.services("stop-s3", directory)
+            try await environment.services("stop-s3", directory)
             let error = await #expect(throws: StoreError.self) { try await client.put("during", bytes: [2], ifAbsent: false) }
             #expect(error?.code == .unavailable)
             let text = "\(error!)"
@@ -176,7 +175,7 @@ struct S3ClientTests {
             #expect(!text.contains(environment.secretAccessKey))
             await #expect(throws: StoreError(code: .unavailable, message: "")) { try await client.get("before", range: nil) }
 
-            try environment.services("start-s3", directory)
+            try await environment.services("start-s3", directory)
             try await eventually { _ = try await client.put("after", bytes: [3], ifAbsent: false) }
             #expect(try await client.get("before", range: nil) == [1])
             #expect(try await client.get("after", range: nil) == [3])

@@ -2,6 +2,7 @@ import ContentStore
 import Foundation
 import Logging
 import NIOCore
+import NIOSSL
 import PostgresNIO
 import Synchronization
 
@@ -22,6 +23,7 @@ import Synchronization
 package final class ClusterDatabase: Sendable {
     private let url: DatabaseURL
     private let client: PostgresClient
+    private let probeConfiguration: PostgresConnection.Configuration
     private let requestTimeout: Duration
     private let logger: Logger
     private let runTask: Mutex<Task<Void, Never>?>
@@ -43,6 +45,11 @@ package final class ClusterDatabase: Sendable {
         configuration.options.connectTimeout = .seconds(5)
         // Names this process in pg_stat_activity, so `locked` can say who holds the collector lock.
         configuration.options.additionalStartupParameters = [("application_name", Self.applicationName)]
+        var probeConfiguration = PostgresConnection.Configuration(
+            host: url.host, port: url.port, username: url.user, password: url.password,
+            database: url.database, tls: try Self.probeTLS(url.tlsMode))
+        probeConfiguration.options.connectTimeout = .seconds(5)
+        self.probeConfiguration = probeConfiguration
         self.url = url
         self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.requestTimeout = requestTimeout
@@ -210,6 +217,15 @@ package final class ClusterDatabase: Sendable {
                     try await Task.sleep(for: self.requestTimeout)
                     throw Timeout()
                 }
+                group.addTask {
+                    // The pool retries failed connection attempts and only logs why; a request
+                    // waiting for a connection would wait out the timeout. One direct connection
+                    // attempt tells at once: refused (`unavailable`) or bad credentials.
+                    try await Task.sleep(for: Self.probeDelay)
+                    try await self.probe()
+                    try await Task.sleep(for: self.requestTimeout)
+                    throw Timeout()
+                }
                 defer { group.cancelAll() }
                 return try await group.next()!
             }
@@ -219,6 +235,22 @@ package final class ClusterDatabase: Sendable {
             throw error
         } catch {
             throw storeError(error, operation: operation)
+        }
+    }
+
+    /// How long a request may wait for a pooled connection before a direct attempt checks why.
+    private static let probeDelay: Duration = .seconds(1)
+
+    private func probe() async throws {
+        let connection = try await PostgresConnection.connect(configuration: probeConfiguration, id: 0, logger: logger)
+        try? await connection.close()
+    }
+
+    private static func probeTLS(_ mode: DatabaseURL.TLSMode) throws -> PostgresConnection.Configuration.TLS {
+        switch mode {
+        case .disable: return .disable
+        case .prefer: return .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        case .require: return .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
         }
     }
 
