@@ -15,6 +15,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         // ContentStoreCluster only.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
@@ -33,10 +34,9 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
         ),
-        .target(
-            name: "CContentStoreSupport",
-            cSettings: [.unsafeFlags(["-O3"])]
-        ),
+        // No unsafeFlags: a package that uses them cannot be a versioned dependency. The CRC32C's
+        // SSE4.2 path is chosen at run time by attribute, so it needs no compiler flag.
+        .target(name: "CContentStoreSupport"),
         .target(
             name: "ContentStore",
             dependencies: [
@@ -44,6 +44,7 @@ let package = Package(
                 "COpenSSLCrypto",
                 "CContentStoreSupport",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         .target(name: "Warehouse", dependencies: ["ContentStore"]),
@@ -72,7 +73,10 @@ let package = Package(
         ),
         // The process-crash test's workload (Tests/ContentStoreTests/Reliability); not a product.
         .executableTarget(name: "CrashWorkload", dependencies: ["ContentStore"], path: "Tests/CrashWorkload"),
-        .testTarget(name: "ContentStoreTests", dependencies: ["ContentStore"]),
+        .testTarget(
+            name: "ContentStoreTests",
+            dependencies: ["ContentStore", .product(name: "MetricsTestKit", package: "swift-metrics")]
+        ),
         .testTarget(name: "WarehouseTests", dependencies: ["Warehouse"]),
         .testTarget(name: "DataArchiveTests", dependencies: ["DataArchive"]),
         .testTarget(

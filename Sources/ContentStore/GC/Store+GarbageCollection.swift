@@ -48,6 +48,7 @@ extension Store {
             return report
         }
         report.duration = ContinuousClock.now - started
+        noteCollection(report)
         logger.info(options.dryRun ? "garbage collection dry run" : "garbage collected", metadata: [
             "blobs": "\(report.blobsRemoved)", "bytesFreed": "\(report.bytesFreed)",
             "packsRewritten": "\(report.packsRewritten)", "packsDeleted": "\(report.packsDeleted)",
@@ -89,6 +90,7 @@ extension Store {
         var pretendedDrops: [PretendedDrop] = []
         progress?(MaintenanceProgress(phase: .droppingBlobs, completed: 0, total: candidates.count))
         for start in stride(from: 0, to: candidates.count, by: Store.collectionBatchSize) {
+            try CancellationToken.checkCancellation()  // between batches: earlier drops stand, the store is consistent
             let batch = Array(candidates[start ..< min(start + Store.collectionBatchSize, candidates.count)])
             let children = childrenOfManifestNodes(among: batch)
             let (chosen, lsn) = try core.withLock { core -> ([(digest: Digest, entry: BlobEntry)], UInt64?) in
@@ -181,6 +183,7 @@ extension Store {
         for (index, pack) in listed.enumerated() {
             defer { progress?(MaintenanceProgress(phase: .compactingPacks, completed: index + 1, total: listed.count)) }
             try checkOpen()
+            try CancellationToken.checkCancellation()
             // Entries still on their way into the index would look dead; judge the pack next time.
             guard pack != active, !packs.hasUnsettledAppends(pack), let size = packs.size(of: pack), let file = packs.file(pack) else {
                 continue
@@ -262,7 +265,7 @@ extension Store {
                                             dictionary: dictionary, time: entry.header.time)
                 }
                 guard let location else {
-                    logger.warning("pack entry fails its checksum or its dictionary is damaged; pack not rewritten", metadata: [
+                    logger.error("pack entry fails its checksum or its dictionary is damaged; pack not rewritten", metadata: [
                         "path": "\(file.path)", "offset": "\(entry.offset)", "digest": "\(entry.header.digest)",
                     ])
                     // The copies made so far are dead space in the active pack.
@@ -295,7 +298,7 @@ extension Store {
         if let lsn { try flushLog(upTo: lsn, synchronously: true) }
         guard remaining == 0 else {
             // The walk stops at an entry header that does not parse, so blobs behind it were not copied.
-            logger.warning("pack holds live blobs its entries could not be walked to; pack not rewritten", metadata: [
+            logger.error("pack holds live blobs its entries could not be walked to; pack not rewritten", metadata: [
                 "path": "\(file.path)", "liveBytes": "\(remaining)",
             ])
             return nil
