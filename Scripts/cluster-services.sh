@@ -43,6 +43,8 @@ pg_bindir() {
 install() {
     local missing=()
     pg_bindir >/dev/null || missing+=(postgresql)
+    command -v python3 >/dev/null || missing+=(python3)
+    command -v curl >/dev/null || missing+=(curl)
     python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
     command -v runuser >/dev/null || missing+=(util-linux)
     if [ ${#missing[@]} -gt 0 ]; then

@@ -40,7 +40,7 @@ struct ClusterTestEnvironment: Sendable {
 
     func s3Configuration(bucket: String, endpoint: URL? = nil, secret: String? = nil) -> S3Client.Configuration {
         S3Client.Configuration(endpoint: endpoint ?? s3Endpoint, bucket: bucket, region: "us-east-1", accessKeyID: accessKeyID,
-                               secretAccessKey: secret ?? secretAccessKey, requestTimeout: .seconds(10))
+                               secretAccessKey: secret ?? secretAccessKey, requestTimeout: .seconds(60))
     }
 
     static func uniqueBucket() -> String { "cs-test-" + UUID().uuidString.lowercased().prefix(18) }

@@ -153,7 +153,7 @@ struct S3ClientTests {
 
     /// The gateway stopped: calls fail with `unavailable` naming the endpoint and never the secret;
     /// started again: the same client works. A private instance, so other tests keep theirs.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(8)))
     func unavailableWhileStoppedThenRecoversWithoutANewClient() async throws {
         let environment = try ClusterTestEnvironment.required()
         try await withScratchDirectory(stopping: "stop-s3", environment) { directory in
@@ -176,7 +176,7 @@ struct S3ClientTests {
             await #expect(throws: StoreError(code: .unavailable, message: "")) { try await client.get("before", range: nil) }
 
             try await environment.services("start-s3", directory)
-            try await eventually { _ = try await client.put("after", bytes: [3], ifAbsent: false) }
+            try await eventually(within: .seconds(180)) { _ = try await client.put("after", bytes: [3], ifAbsent: false) }
             #expect(try await client.get("before", range: nil) == [1])
             #expect(try await client.get("after", range: nil) == [3])
         }

@@ -25,11 +25,8 @@ package final class ClusterDatabase: Sendable {
     private let client: PostgresClient
     private let probeConfiguration: PostgresConnection.Configuration
     private let requestTimeout: Duration
-    private let logger: Logger
+    let logger: Logger
     private let runTask: Mutex<Task<Void, Never>?>
-
-    /// The schema version found (or created) by ``open()``.
-    package var schemaVersion: Int32 { ClusterSchema.currentVersion }
 
     package init(url databaseURL: String, maximumConnections: Int, requestTimeout: Duration,
                  logger: Logger = Logger(label: "ContentStoreCluster.PostgreSQL")) throws {

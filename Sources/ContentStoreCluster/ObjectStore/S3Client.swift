@@ -86,7 +86,8 @@ package final class S3Client: ObjectStore {
     package var bucket: String { configuration.bucket }
 
     deinit {
-        if !isShutDown.withLock({ $0 }) { try? http.syncShutdown() }
+        // Not syncShutdown: a deinit may run on an event loop, where blocking is forbidden.
+        if !isShutDown.withLock({ $0 }) { http.shutdown { _ in } }
     }
 
     package func shutdown() async throws {
