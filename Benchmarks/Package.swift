@@ -38,7 +38,7 @@ let package = Package(
 
 // ordo-one benchmark suites: Benchmarks/<Name>/<Name>.swift, each `let benchmarks = { ... }`.
 let facades: [String: String] = ["Warehouse": "Warehouse", "DataArchive": "DataArchive"]
-for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive", "LargeData"] {
+for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive", "LargeData", "Async"] {
     package.targets.append(.executableTarget(
         name: name + "Benchmarks",
         dependencies: [
