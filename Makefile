@@ -3,7 +3,7 @@ SWIFT        ?= swift
 APT_PACKAGES := libzstd-dev libssl-dev pkg-config
 STORE        ?= $(or $(CONTENTSTORE_PATH),./contentstore-data)
 
-.PHONY: deps build release test run clean bench compare consumer-check
+.PHONY: deps build release test run clean bench compare consumer-check cluster-services-start cluster-services-stop
 
 # Installs the C libraries through apt when pkg-config cannot find them (fresh Debian machines).
 deps:
@@ -19,9 +19,17 @@ build: deps
 release: deps
 	$(SWIFT) build -c release
 
+# The cluster tests run against real PostgreSQL and S3 servers (Scripts/cluster-services.sh installs
+# and starts them on 127.0.0.1 in a scratch folder of this checkout's own); they are stopped on
+# success, failure and interruption alike.
+CLUSTER_SERVICES := Scripts/cluster-services.sh
+CLUSTER_DIR      ?= /tmp/contentstore-cluster-$(shell printf '%s' '$(CURDIR)' | cksum | cut -d' ' -f1)
+
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	@trap '$(CLUSTER_SERVICES) stop "$(CLUSTER_DIR)"' EXIT INT TERM; \
+		$(CLUSTER_SERVICES) start "$(CLUSTER_DIR)" && . "$(CLUSTER_DIR)/env" && \
+		$(SWIFT) test --skip-build
 	@# The event count's other path (condition variable: macOS and systems without a futex), on Linux too.
 	mkdir -p .build
 	$(CC) -O2 -Wall -Wextra -DCS_EVENT_CONDVAR -ISources/CContentStoreSupport/include -o .build/eventcount-condvar-stress \
@@ -41,6 +49,13 @@ run: release
 
 clean:
 	rm -rf .build
+
+# For running the cluster tests by hand: start the services, then
+#   eval "$$(Scripts/cluster-services.sh env $(CLUSTER_DIR))"; swift test --filter ContentStoreClusterTests
+cluster-services-start:
+	$(CLUSTER_SERVICES) start "$(CLUSTER_DIR)"
+cluster-services-stop:
+	$(CLUSTER_SERVICES) stop "$(CLUSTER_DIR)"
 
 # Garbage-collection soak: writers, snapshot readers and a collector together for
 # SOAK_SECONDS (default 300), then the kill -9 crash test for CRASH_SECONDS (default 120).

@@ -8,12 +8,20 @@ let package = Package(
         .library(name: "ContentStore", targets: ["ContentStore"]),
         .library(name: "Warehouse", targets: ["Warehouse"]),
         .library(name: "DataArchive", targets: ["DataArchive"]),
+        // PostgreSQL + S3: its own product, so embedded users never build postgres-nio or async-http-client.
+        .library(name: "ContentStoreCluster", targets: ["ContentStoreCluster"]),
         .executable(name: "contentstore", targets: ["contentstore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // ContentStoreCluster only.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
         .systemLibrary(
@@ -40,6 +48,20 @@ let package = Package(
             ]
         ),
         .target(name: "Warehouse", dependencies: ["ContentStore"]),
+        .target(
+            name: "ContentStoreCluster",
+            dependencies: [
+                "ContentStore",
+                "CContentStoreSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(name: "DataArchive", dependencies: ["ContentStore"]),
         .executableTarget(
             name: "contentstore",
@@ -59,6 +81,10 @@ let package = Package(
         ),
         .testTarget(name: "WarehouseTests", dependencies: ["Warehouse"]),
         .testTarget(name: "DataArchiveTests", dependencies: ["DataArchive"]),
+        .testTarget(
+            name: "ContentStoreClusterTests",
+            dependencies: ["ContentStoreCluster", "ContentStore", .product(name: "PostgresNIO", package: "postgres-nio")]
+        ),
         .testTarget(name: "contentstoreTests", dependencies: ["contentstore", "ContentStore"]),
     ],
     swiftLanguageModes: [.v6]

@@ -9,7 +9,7 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Wrapped: String, Hashable, Sendable {
             case notFound, corrupted, missingBlob, invalidArgument, limitExceeded
-            case locked, closed, unsupportedFormat, io
+            case locked, closed, unsupportedFormat, io, unavailable
         }
         private var wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -32,6 +32,10 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public static var unsupportedFormat: Code { Code(.unsupportedFormat) }
         /// The operating system reported an I/O error.
         public static var io: Code { Code(.io) }
+        /// A service the store depends on (a cluster's PostgreSQL or object store) cannot be
+        /// reached or answered with a server error. The message names the endpoint, never a
+        /// credential; the same call may succeed once the service is back, without reopening.
+        public static var unavailable: Code { Code(.unavailable) }
 
         /// The code's name, such as `notFound`.
         public var description: String { wrapped.rawValue }

@@ -1,0 +1,55 @@
+import Foundation
+
+/// Where a cluster store keeps its state: records, references and counts in PostgreSQL, blob bytes
+/// in an S3-compatible object store. Every instance that opens the same database and bucket shares
+/// one store.
+///
+/// Credentials never appear in logs or errors: ``description`` redacts the secret access key and
+/// the database password.
+public struct ClusterConfiguration: Sendable {
+    /// `postgres://user[:password]@host[:port]/database[?sslmode=disable|prefer|require]`.
+    public var databaseURL: String
+    /// `http(s)://host:port` of the S3-compatible service (path-style requests).
+    public var objectStoreEndpoint: URL
+    /// The bucket holding the store's objects; created on first open when missing.
+    public var bucket: String
+    /// The region requests are signed for. Default `"us-east-1"`.
+    public var region: String
+    /// The access key ID requests are signed with. Default: `$AWS_ACCESS_KEY_ID`.
+    public var accessKeyID: String
+    /// The secret the requests are signed with. Default: `$AWS_SECRET_ACCESS_KEY`. Never logged.
+    public var secretAccessKey: String
+    /// An optional directory caching verified blobs on this machine; re-verified on load.
+    public var cacheDirectory: URL?
+    /// The most PostgreSQL connections this instance holds open. Default 8.
+    public var maximumDatabaseConnections: Int
+    /// How long one request to either service may take before it counts as `unavailable`.
+    /// Default 30 seconds.
+    public var requestTimeout: Duration
+
+    /// A configuration with the defaults above; credentials come from the environment.
+    public init(databaseURL: String, objectStoreEndpoint: URL, bucket: String) {
+        let environment = ProcessInfo.processInfo.environment
+        self.databaseURL = databaseURL
+        self.objectStoreEndpoint = objectStoreEndpoint
+        self.bucket = bucket
+        self.region = "us-east-1"
+        self.accessKeyID = environment["AWS_ACCESS_KEY_ID"] ?? ""
+        self.secretAccessKey = environment["AWS_SECRET_ACCESS_KEY"] ?? ""
+        self.cacheDirectory = nil
+        self.maximumDatabaseConnections = 8
+        self.requestTimeout = .seconds(30)
+    }
+}
+
+extension ClusterConfiguration: CustomStringConvertible, CustomDebugStringConvertible {
+    /// The configuration with the secret access key and the database password redacted.
+    public var description: String {
+        let database = (try? DatabaseURL(parsing: databaseURL).redacted) ?? "<unparsable database URL>"
+        return "ClusterConfiguration(database: \(database), objectStore: \(ObjectStoreEndpoint.display(objectStoreEndpoint)), "
+            + "bucket: \(bucket), region: \(region), accessKeyID: \(accessKeyID), secretAccessKey: <redacted>)"
+    }
+
+    /// The same as ``description``: secrets stay redacted in debugger output too.
+    public var debugDescription: String { description }
+}

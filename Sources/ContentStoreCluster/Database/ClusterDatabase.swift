@@ -1,0 +1,327 @@
+import ContentStore
+import Foundation
+import Logging
+import NIOCore
+import NIOSSL
+import PostgresNIO
+import Synchronization
+
+/// The cluster's PostgreSQL side: a `PostgresClient` pool on postgres-nio's own event loops (a
+/// caller's loop or the cooperative pool never waits on a socket), the versioned schema, and the
+/// read queries over records.
+///
+/// Owns three invariants:
+/// - The schema is created exactly once, by whichever instance first opens an empty database
+///   (under a transaction-scoped advisory lock), and never touched by code that does not
+///   understand its version: a newer version is `unsupportedFormat`. Opening reads one row and
+///   scans nothing.
+/// - Every failure leaves as a `StoreError`: `unavailable` when the server cannot be reached,
+///   is shutting down, or does not answer within the request timeout, naming `host:port/database`
+///   and never the password; the pool reconnects by itself, so the next call after the server is
+///   back succeeds without reopening.
+/// - Keys are compared as UTF-8 bytes (`COLLATE "C"`), whatever the database's locale.
+package final class ClusterDatabase: Sendable {
+    private let url: DatabaseURL
+    private let client: PostgresClient
+    private let probeConfiguration: PostgresConnection.Configuration
+    private let requestTimeout: Duration
+    let logger: Logger
+    private let runTask: Mutex<Task<Void, Never>?>
+
+    package init(url databaseURL: String, maximumConnections: Int, requestTimeout: Duration,
+                 logger: Logger = Logger(label: "ContentStoreCluster.PostgreSQL")) throws {
+        let url = try DatabaseURL(parsing: databaseURL)
+        guard maximumConnections >= 1 else {
+            throw StoreError(code: .invalidArgument, message: "maximumDatabaseConnections must be at least 1, not \(maximumConnections)")
+        }
+        var configuration = PostgresClient.Configuration(
+            host: url.host, port: url.port, username: url.user, password: url.password,
+            database: url.database, tls: Self.tls(url.tlsMode))
+        configuration.options.maximumConnections = maximumConnections
+        configuration.options.minimumConnections = 0
+        configuration.options.connectTimeout = .seconds(5)
+        // Names this process in pg_stat_activity, so `locked` can say who holds the collector lock.
+        configuration.options.additionalStartupParameters = [("application_name", Self.applicationName)]
+        var probeConfiguration = PostgresConnection.Configuration(
+            host: url.host, port: url.port, username: url.user, password: url.password,
+            database: url.database, tls: try Self.probeTLS(url.tlsMode))
+        probeConfiguration.options.connectTimeout = .seconds(5)
+        self.probeConfiguration = probeConfiguration
+        self.url = url
+        self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.requestTimeout = requestTimeout
+        self.logger = logger
+        let client = self.client
+        self.runTask = Mutex(Task { await client.run() })
+    }
+
+    deinit {
+        runTask.withLock { $0?.cancel() }
+    }
+
+    /// Closes every connection. Idempotent; calls made afterwards fail with `closed`.
+    package func close() async {
+        let task = runTask.withLock { task in defer { task = nil }; return task }
+        task?.cancel()
+        await task?.value
+    }
+
+    /// `host:port/database`, as errors name it.
+    package var endpoint: String { url.endpoint }
+
+    // MARK: - Schema
+
+    /// Checks the schema, creating it in an empty database. Reads one row when it exists.
+    package func open() async throws {
+        if let version = try await existingVersion() {
+            try check(version)
+            return
+        }
+        try await run("create the schema") { connection in
+            try await connection.withTransaction(logger: self.logger) { connection in
+                try await connection.query("SELECT pg_advisory_xact_lock(\(ClusterSchema.AdvisoryLock.schemaCreation.rawValue))", logger: self.logger)
+                // Another instance may have created it while this one waited for the lock.
+                if try await self.versionRow(on: connection) != nil { return }
+                for statement in ClusterSchema.version1 {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
+                }
+                try await connection.query(
+                    "INSERT INTO contentstore.schema_version (version, store_id) VALUES (\(ClusterSchema.currentVersion), \(UUID()))",
+                    logger: self.logger)
+                self.logger.info("created the cluster schema", metadata: ["database": "\(self.url.redacted)", "version": "\(ClusterSchema.currentVersion)"])
+            }
+        }
+        if let version = try await existingVersion() { try check(version) }
+    }
+
+    private func existingVersion() async throws -> Int32? {
+        try await run("read the schema version") { connection in try await self.versionRow(on: connection) }
+    }
+
+    private func versionRow(on connection: PostgresConnection) async throws -> Int32? {
+        let exists = try await connection.query("SELECT to_regclass('contentstore.schema_version') IS NOT NULL", logger: logger)
+        for try await present in exists.decode(Bool.self) where !present { return nil }
+        let rows = try await connection.query("SELECT version FROM contentstore.schema_version", logger: logger)
+        for try await version in rows.decode(Int32.self) { return version }
+        throw StoreError(code: .corrupted, message: "PostgreSQL at \(url.endpoint) has a contentstore.schema_version table without its row")
+    }
+
+    private func check(_ version: Int32) throws {
+        guard version == ClusterSchema.currentVersion else {
+            let relation = version > ClusterSchema.currentVersion ? "newer than" : "older than"
+            throw StoreError(code: .unsupportedFormat,
+                             message: "the cluster schema in PostgreSQL at \(url.endpoint) is version \(version), \(relation) this library's \(ClusterSchema.currentVersion)")
+        }
+    }
+
+    // MARK: - Records
+
+    /// The keys starting with `prefix`, in UTF-8 byte order: one index range scan.
+    package func keys(withPrefix prefix: String) async throws -> [String] {
+        try await run("list keys") { connection in
+            let rows: PostgresRowSequence
+            if prefix.isEmpty {
+                rows = try await connection.query("SELECT key FROM contentstore.records ORDER BY key", logger: self.logger)
+            } else if let upper = Self.upperBound(ofPrefix: prefix) {
+                rows = try await connection.query(
+                    "SELECT key FROM contentstore.records WHERE key >= \(prefix) AND key < \(upper) ORDER BY key", logger: self.logger)
+            } else {
+                rows = try await connection.query(
+                    "SELECT key FROM contentstore.records WHERE key >= \(prefix) ORDER BY key", logger: self.logger)
+            }
+            var keys: [String] = []
+            for try await key in rows.decode(String.self) { keys.append(key) }
+            return keys
+        }
+    }
+
+    /// The record under `key`, or nil.
+    package func record(forKey key: String) async throws -> Record? {
+        try await run("read record") { connection in
+            let rows = try await connection.query(
+                "SELECT value, refs FROM contentstore.records WHERE key = \(key)", logger: self.logger)
+            for try await (value, refs) in rows.decode((ByteBuffer, ByteBuffer).self) {
+                return try self.decodeRecord(key: key, value: value, refs: refs)
+            }
+            return nil
+        }
+    }
+
+    private func decodeRecord(key: String, value: ByteBuffer, refs: ByteBuffer) throws -> Record {
+        var refs = refs
+        guard refs.readableBytes % Self.digestSize == 0 else {
+            throw StoreError(code: .corrupted, message: "record \"\(key)\" in PostgreSQL at \(url.endpoint) has a references column of \(refs.readableBytes) bytes, not a multiple of \(Self.digestSize)")
+        }
+        var references: [Digest] = []
+        while let bytes = refs.readBytes(length: Self.digestSize) {
+            references.append(Digest(hex: Self.hex(bytes))!)
+        }
+        return Record(value: Data(value.readableBytesView), references: references)
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    /// Lowercase hex: how `Digest(hex:)` takes a digest (the engine offers no init from bytes).
+    static func hex(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(hexDigits[Int(byte >> 4)])
+            out.append(hexDigits[Int(byte & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `contentstore <host> pid <pid>`, cut to PostgreSQL's 63-byte limit for names.
+    static let applicationName: String = {
+        let name = "contentstore \(ProcessInfo.processInfo.hostName) pid \(ProcessInfo.processInfo.processIdentifier)"
+        return String(decoding: name.utf8.prefix(63), as: UTF8.self)
+    }()
+
+    /// The bytes of a SHA-256 digest, as `blobs.digest` and each slice of `records.refs` hold it.
+    static let digestSize = 32
+
+    /// The least string greater than every string that starts with `prefix`, in UTF-8 byte order
+    /// (which is code point order): the prefix with its last incrementable scalar incremented and
+    /// what follows dropped. Nil when every scalar is U+10FFFF (no upper bound is needed).
+    static func upperBound(ofPrefix prefix: String) -> String? {
+        var scalars = Array(prefix.unicodeScalars)
+        while let last = scalars.popLast() {
+            var next = last.value + 1
+            if next == 0xD800 { next = 0xE000 }  // skip the surrogates, which UTF-8 cannot hold
+            if let scalar = Unicode.Scalar(next) {
+                scalars.append(scalar)
+                var result = String.UnicodeScalarView()
+                result.append(contentsOf: scalars)
+                return String(result)
+            }
+        }
+        return nil
+    }
+
+    // MARK: - Running queries
+
+    /// Runs `body` on a pooled connection, within the request timeout, mapping every failure to
+    /// a `StoreError` that names the endpoint and `operation`.
+    package func run<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        guard runTask.withLock({ $0 != nil }) else {
+            throw StoreError(code: .closed, message: "the connection pool for PostgreSQL at \(url.endpoint) was closed")
+        }
+        do {
+            return try await withThrowingTaskGroup(of: T.self) { group in
+                group.addTask { try await self.client.withConnection { try await body($0) } }
+                group.addTask {
+                    try await Task.sleep(for: self.requestTimeout)
+                    throw Timeout()
+                }
+                group.addTask {
+                    // The pool retries failed connection attempts and only logs why; a request
+                    // waiting for a connection would wait out the timeout. One direct connection
+                    // attempt tells at once: refused (`unavailable`) or bad credentials.
+                    try await Task.sleep(for: Self.probeDelay)
+                    try await self.probe()
+                    try await Task.sleep(for: self.requestTimeout)
+                    throw Timeout()
+                }
+                defer { group.cancelAll() }
+                return try await group.next()!
+            }
+        } catch let error as StoreError {
+            throw error
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            throw storeError(error, operation: operation)
+        }
+    }
+
+    /// How long a request may wait for a pooled connection before a direct attempt checks why.
+    private static let probeDelay: Duration = .seconds(1)
+
+    private func probe() async throws {
+        let connection = try await PostgresConnection.connect(configuration: probeConfiguration, id: 0, logger: logger)
+        try? await connection.close()
+    }
+
+    private static func probeTLS(_ mode: DatabaseURL.TLSMode) throws -> PostgresConnection.Configuration.TLS {
+        switch mode {
+        case .disable: return .disable
+        case .prefer: return .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        case .require: return .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        }
+    }
+
+    private struct Timeout: Error, CustomStringConvertible {
+        var description: String { "no answer within the request timeout" }
+    }
+
+    private func storeError(_ error: any Error, operation: String) -> StoreError {
+        if error is Timeout {
+            return StoreError(code: .unavailable,
+                              message: "PostgreSQL at \(url.endpoint) did not answer within \(requestTimeout) (\(operation))", cause: error)
+        }
+        guard let error = error as? PSQLError else {
+            return StoreError(code: .unavailable, message: "PostgreSQL at \(url.endpoint) is unavailable (\(operation))", cause: error)
+        }
+        let cause = PostgresFailure(error)
+        switch error.code {
+        case .server:
+            let state = error.serverInfo?[.sqlState] ?? ""
+            if Self.unavailableStates.contains(where: { state.hasPrefix($0) }) {
+                return StoreError(code: .unavailable, message: "PostgreSQL at \(url.endpoint) is unavailable (\(operation): SQLSTATE \(state))", cause: cause)
+            }
+            if state == "28P01" || state == "28000" {
+                return StoreError(code: .invalidArgument,
+                                  message: "PostgreSQL at \(url.endpoint) refused the credentials of user \(url.user) (\(operation))", cause: cause)
+            }
+            if state == "3D000" {
+                return StoreError(code: .notFound, message: "PostgreSQL at \(url.endpoint) has no database \(url.database)", cause: cause)
+            }
+            return StoreError(code: .io, message: "PostgreSQL at \(url.endpoint) failed to \(operation) (SQLSTATE \(state))", cause: cause)
+        case .sslUnsupported:
+            return StoreError(code: .invalidArgument, message: "PostgreSQL at \(url.endpoint) does not offer TLS, which sslmode=require asks for", cause: cause)
+        case .unsupportedAuthMechanism, .authMechanismRequiresPassword, .saslError:
+            return StoreError(code: .invalidArgument,
+                              message: "PostgreSQL at \(url.endpoint) refused to authenticate user \(url.user) (\(operation))", cause: cause)
+        case .poolClosed:
+            return StoreError(code: .closed, message: "the connection pool for PostgreSQL at \(url.endpoint) was closed", cause: cause)
+        default:
+            return StoreError(code: .unavailable, message: "PostgreSQL at \(url.endpoint) is unavailable (\(operation))", cause: cause)
+        }
+    }
+
+    /// SQLSTATE classes and codes that mean "the server cannot serve now", not "the request is bad":
+    /// connection exceptions (08), operator intervention (57P01 admin shutdown, 57P02 crash
+    /// shutdown, 57P03 cannot connect now), insufficient resources (53), and a standby (25006).
+    private static let unavailableStates = ["08", "57P01", "57P02", "57P03", "53", "25006"]
+
+    private static func tls(_ mode: DatabaseURL.TLSMode) -> PostgresClient.Configuration.TLS {
+        switch mode {
+        case .disable: return .disable
+        case .prefer: return .prefer(.makeClientConfiguration())
+        case .require: return .require(.makeClientConfiguration())
+        }
+    }
+}
+
+/// A PostgreSQL failure as the cause of a `StoreError`: the client's error code and the server's
+/// SQLSTATE and message (which name objects, never the password). postgres-nio's own description
+/// is deliberately generic, so this keeps what an operator needs.
+package struct PostgresFailure: Error, Sendable, CustomStringConvertible {
+    package var code: String
+    package var sqlState: String?
+    package var serverMessage: String?
+
+    init(_ error: PSQLError) {
+        code = "\(error.code)"
+        sqlState = error.serverInfo?[.sqlState]
+        serverMessage = error.serverInfo?[.message]
+    }
+
+    package var description: String {
+        var text = code
+        if let sqlState { text += " SQLSTATE \(sqlState)" }
+        if let serverMessage { text += ": \(serverMessage)" }
+        return text
+    }
+}
