@@ -135,6 +135,7 @@ public final class LensStore<Root: Codable & Sendable & Equatable>: Sendable {
         let core = self.core
         let defaultValue = self.defaultValue
         return Access<Root>(
+            store: store,
             path: "root",
             read: { core.latest.root ?? defaultValue },
             modify: { [self] body in
@@ -182,18 +183,18 @@ extension LensVersion {
 }
 
 extension LensStore {
-    /// ``versions()`` for async code, on a thread of its own.
+    /// ``versions()`` for async code, on the store's I/O threads.
     public func versions() async throws -> [LensVersion] {
-        try await BlockingCall.run { try self.versions() }
+        try await store.runBlocking { try self.versions() }
     }
 
-    /// ``restore(_:)`` for async code, on a thread of its own.
+    /// ``restore(_:)`` for async code, on the store's I/O threads.
     public func restore(_ version: LensVersion) async throws {
-        try await BlockingCall.run { try self.restore(version) }
+        try await store.runBlocking { try self.restore(version) }
     }
 
-    /// ``reset()`` for async code, on a thread of its own.
+    /// ``reset()`` for async code, on the store's I/O threads.
     public func reset() async throws {
-        try await BlockingCall.run { try self.reset() }
+        try await store.runBlocking { try self.reset() }
     }
 }

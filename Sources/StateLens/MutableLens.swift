@@ -84,12 +84,12 @@ extension MutableLens where Value: Equatable {
 }
 
 extension MutableLens {
-    /// ``set(_:)`` for async code: the commit waits on a thread of its own, never on the
-    /// cooperative pool. A task cancelled before the update starts gets `CancellationError` and
-    /// commits nothing.
+    /// ``set(_:)`` for async code: the update runs on the store's I/O threads (as `Store`'s async
+    /// twins do), never on the cooperative pool. A task cancelled before the update starts gets
+    /// `CancellationError` and commits nothing.
     public func set(_ newValue: Value) async throws {
         let access = self.access
-        try await BlockingCall.run { try access.modify { $0 = newValue } }
+        try await access.store.runBlocking { try access.modify { $0 = newValue } }
     }
 
     /// ``update(_:)`` for async code (see ``set(_:)-async``).
@@ -98,7 +98,7 @@ extension MutableLens {
         let lens = self
         // The call waits for the thread, so `body` does not outlive it.
         return try await withoutActuallyEscaping(body) { body in
-            try await BlockingCall.run { try lens.update(body) }
+            try await lens.access.store.runBlocking { try lens.update(body) }
         }
     }
 }

@@ -23,7 +23,7 @@ import Testing
         do {
             let store = try Store(at: directory.store)
             try await LensStore(store: store, name: "catalog", default: Catalog()).root.set(Catalog.large(count: 200))
-            try store.close()
+            try await store.close()
         }
 
         await #expect(processExitsWith: .signal(SIGKILL)) { [storePath = storePath as String, progressPath = progressPath as String, delayMilliseconds = delayMilliseconds as Int] in
@@ -54,6 +54,6 @@ import Testing
             #expect(value.items[0].name == "round \(value.version)")
             #expect(value.items[value.version % value.items.count].notes == String(repeating: "round \(value.version) ", count: 50))
         }
-        #expect(try store.verify(VerificationOptions()).isClean)
+        #expect(try await store.verify(VerificationOptions()).isClean)
     }
 }

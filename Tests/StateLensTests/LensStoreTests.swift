@@ -128,7 +128,7 @@ import Testing
         try fixture.reopen()
         let reopened = try LensStore(store: fixture.store, name: "account", default: defaults)
         #expect(reopened.value == defaults)
-        let head = try #require(try fixture.store.record(forKey: "statelens/h/account"))
+        let head = try #require(try await fixture.store.record(forKey: "statelens/h/account"))
         #expect(head.references.isEmpty, "no blob is kept for a reset state")
     }
 

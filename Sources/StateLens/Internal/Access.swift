@@ -1,3 +1,4 @@
+import ContentStore
 import Foundation
 
 /// How a lens reaches its value, as closures composed from the root down: the lens types know only
@@ -17,6 +18,8 @@ struct Access<Value: Sendable>: Sendable {
         _ deliver: @escaping @Sendable (_ old: Value, _ new: Value, _ sequence: UInt64) -> Void
     ) -> @Sendable () -> Void
 
+    /// The store the state lives in: its I/O threads run the async twins.
+    let store: Store
     /// The lens's place for messages, as `root.settings.theme`.
     let path: String
     let read: Read
@@ -29,6 +32,7 @@ struct Access<Value: Sendable>: Sendable {
         nonisolated(unsafe) let keyPath = keyPath
         let parent = self
         return Access<T>(
+            store: store,
             path: path + Access.component(keyPath),
             read: { parent.read()[keyPath: keyPath] },
             modify: { body in try parent.modify { value in try body(&value[keyPath: keyPath]) } },
@@ -96,6 +100,7 @@ extension Access {
         nonisolated(unsafe) let keyPath = keyPath
         let parent = self
         return Access<T?>(
+            store: store,
             path: path + Access.component(keyPath),
             read: { parent.read()?[keyPath: keyPath] },
             modify: { body in
@@ -117,6 +122,7 @@ extension Access {
     func defaulting<Wrapped: Sendable>(to defaultValue: Wrapped) -> Access<Wrapped> where Value == Wrapped? {
         let parent = self
         return Access<Wrapped>(
+            store: store,
             path: path,
             read: { parent.read() ?? defaultValue },
             modify: { body in
