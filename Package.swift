@@ -44,7 +44,7 @@ let package = Package(
         .executableTarget(
             name: "contentstore",
             dependencies: [
-                "ContentStore", "Warehouse", "DataArchive",
+                "ContentStore", "Warehouse", "DataArchive", "StateLens",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
