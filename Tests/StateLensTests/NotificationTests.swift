@@ -106,6 +106,30 @@ import Testing
         #expect(reopened.value.total == writers * rounds)
     }
 
+    /// A reader never waits for a writer: while an update's body is held up (and with it the
+    /// store's commit), `value` still answers at once, with the last committed value.
+    @Test func readersAreNeverBlockedByAWriter() throws {
+        let fixture = try Fixture()
+        let state = try LensStore(store: fixture.store, name: "account", default: Account())
+        try state.root.counter.set(1)
+        let inBody = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let writer = Thread {
+            try? state.root.counter.update { counter in
+                inBody.signal()
+                release.wait()
+                counter = 2
+            }
+        }
+        writer.start()
+        inBody.wait()
+        let started = ContinuousClock.now
+        for _ in 0 ..< 10_000 { #expect(state.value.counter == 1) }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        release.signal()
+        while state.value.counter != 2 { usleep(1000) }
+    }
+
     /// Sub-lenses of different fields updated from many threads: each update sees the latest value.
     @Test func updatesThroughDifferentSubLensesAreSerialized() throws {
         let fixture = try Fixture()
