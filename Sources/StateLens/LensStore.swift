@@ -32,6 +32,7 @@ public final class LensStore<Root: Codable & Sendable & Equatable>: Sendable {
     /// How this instance keeps versions and migrates old roots.
     public let configuration: Configuration
 
+    @usableFromInline
     let core: LensCore<Root>
 
     /// How a ``LensStore`` keeps versions and reads roots stored by older code.
@@ -73,6 +74,10 @@ public final class LensStore<Root: Codable & Sendable & Equatable>: Sendable {
     }
 
     /// The latest committed root (``defaultValue`` while nothing is stored). Never waits for a writer.
+    ///
+    /// Inlinable, so the root is copied by code specialized for its type (a 64-field state in tens
+    /// of nanoseconds); only taking the version's pointer is a call.
+    @inlinable
     public var value: Root {
         core.latest.root ?? defaultValue
     }

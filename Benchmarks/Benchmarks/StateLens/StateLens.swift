@@ -10,13 +10,72 @@ import StateLens
 
 private let metrics: [BenchmarkMetric] = [.wallClock, .throughput, .mallocCountTotal]
 
-/// 64 fields of the kinds settings have.
+/// 64 fields of the kinds settings have (short strings are stored inline, as most settings' are).
 struct Settings64: Codable, Sendable, Equatable {
-    var flags = [Bool](repeating: false, count: 16)
-    var numbers = [Int](repeating: 0, count: 16)
-    var names = [String](repeating: "name", count: 16)
-    var ratios = [Double](repeating: 0.5, count: 16)
-    var counter = 0
+    var flag0 = false
+    var flag1 = false
+    var flag2 = false
+    var flag3 = false
+    var flag4 = false
+    var flag5 = false
+    var flag6 = false
+    var flag7 = false
+    var flag8 = false
+    var flag9 = false
+    var flag10 = false
+    var flag11 = false
+    var flag12 = false
+    var flag13 = false
+    var flag14 = false
+    var flag15 = false
+    var number0 = 0
+    var number1 = 1
+    var number2 = 2
+    var number3 = 3
+    var number4 = 4
+    var number5 = 5
+    var number6 = 6
+    var number7 = 7
+    var number8 = 8
+    var number9 = 9
+    var number10 = 10
+    var number11 = 11
+    var number12 = 12
+    var number13 = 13
+    var number14 = 14
+    var number15 = 15
+    var ratio0 = 0.5
+    var ratio1 = 1.5
+    var ratio2 = 2.5
+    var ratio3 = 3.5
+    var ratio4 = 4.5
+    var ratio5 = 5.5
+    var ratio6 = 6.5
+    var ratio7 = 7.5
+    var ratio8 = 8.5
+    var ratio9 = 9.5
+    var ratio10 = 10.5
+    var ratio11 = 11.5
+    var ratio12 = 12.5
+    var ratio13 = 13.5
+    var ratio14 = 14.5
+    var ratio15 = 15.5
+    var name0 = "name 0"
+    var name1 = "name 1"
+    var name2 = "name 2"
+    var name3 = "name 3"
+    var name4 = "name 4"
+    var name5 = "name 5"
+    var name6 = "name 6"
+    var name7 = "name 7"
+    var name8 = "name 8"
+    var name9 = "name 9"
+    var name10 = "name 10"
+    var name11 = "name 11"
+    var name12 = "name 12"
+    var name13 = "name 13"
+    var name14 = "name 14"
+    var name15 = "name 15"
 }
 
 struct Entry: Codable, Sendable, Equatable {
@@ -82,6 +141,25 @@ let benchmarks: @Sendable () -> Void = {
         value[0] = UInt8(truncatingIfNeeded: commit.counter)
         do {
             try commit.fixture!.store.write { try $0.setRecord(Record(value: value), forKey: "baseline") }
+        } catch { benchmark.error("\(error)") }
+    }
+
+    // The floor under an update of a large state: the changed chunk (about 8 KiB) put, and a commit
+    // referencing it.
+    let floor = Fixture<Settings64>()
+    Benchmark(
+        "put 8 KiB + durable commit referencing it (floor)",
+        configuration: .init(metrics: metrics, maxDuration: .seconds(3), maxIterations: 2000,
+                             setup: { try floor.setUp("statelens-floor", default: Settings64(), store: false) },
+                             teardown: { floor.fixture?.remove() })
+    ) { benchmark in
+        floor.counter += 1
+        var chunk = Data(repeating: 0x62, count: 8 * 1024)
+        withUnsafeBytes(of: floor.counter) { chunk.replaceSubrange(0 ..< 8, with: $0) }
+        do {
+            let store = floor.fixture!.store
+            let digest = try store.put(chunk)
+            try store.write { try $0.setRecord(Record(value: Data(repeating: 0x61, count: 300), references: [digest]), forKey: "floor") }
         } catch { benchmark.error("\(error)") }
     }
 

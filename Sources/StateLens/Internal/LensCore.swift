@@ -20,8 +20,10 @@ import Synchronization
 // with `publication` held (so in commit order); they only yield to an AsyncStream.
 
 /// A version as this process knows it.
+@usableFromInline
 final class Version<Root: Sendable>: Sendable {
     /// nil: the state holds no value (never written, or reset); lenses read their default.
+    @usableFromInline
     let root: Root?
     /// The canonical tree of `root`, when built: the next update reuses its unchanged nodes.
     let tree: StateNode?
@@ -40,6 +42,7 @@ final class Version<Root: Sendable>: Sendable {
 /// An observer of a core's versions: called with the old and new root and the new sequence.
 typealias VersionObserver<Root> = @Sendable (_ old: Root?, _ new: Root?, _ sequence: UInt64) -> Void
 
+@usableFromInline
 final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
     let store: Store
     let name: String
@@ -73,6 +76,7 @@ final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
     }
 
     /// The latest published version: a pointer read under a lock no writer holds during I/O.
+    @usableFromInline
     var latest: Version<Root> { current.withLock { $0 } }
 
     /// Reads the head record and decodes it with `decode` (which may migrate).

@@ -17,6 +17,9 @@ enum TreeEncoder {
 
     static func encodeValue<T: Encodable>(_ value: T, previous: StateNode?, codingPath: [any CodingKey]) throws -> StateNode {
         if let previous, let source = previous.source, Equality.equal(value, any: source) { return previous }
+        if let container = value as? any MemoizedContainer {
+            return try container.encodeNode(previous: previous, codingPath: codingPath)
+        }
         let source: Any? = value is any Equatable ? value : nil
         switch value {
         case let data as Data:
@@ -31,6 +34,56 @@ enum TreeEncoder {
             return try encoder.storage.node(source: source, previous: previous, codingPath: codingPath)
         }
     }
+}
+
+/// Arrays and string-keyed dictionaries of `Equatable` values, encoded without their own
+/// `encode(to:)`: each element is compared with the previous container's element at the same index
+/// or key with the element type's own `==`, so an array of a thousand elements that differs in one
+/// costs a thousand typed comparisons, not a thousand boxings into `any Equatable`.
+protocol MemoizedContainer {
+    func encodeNode(previous: StateNode?, codingPath: [any CodingKey]) throws -> StateNode
+}
+
+extension Array: MemoizedContainer where Element: Encodable & Equatable {
+    func encodeNode(previous: StateNode?, codingPath: [any CodingKey]) throws -> StateNode {
+        let old = previous?.source as? [Element]
+        var nodes: [StateNode] = []
+        nodes.reserveCapacity(count)
+        for (index, element) in enumerated() {
+            let oldNode = previous?.child(at: index)
+            if let old, let oldNode, index < old.count, old[index] == element {
+                nodes.append(oldNode)
+            } else {
+                nodes.append(try TreeEncoder.encodeValue(element, previous: oldNode, codingPath: codingPath + [IndexKey(index)]))
+            }
+        }
+        return .array(nodes, source: self, previous: previous)
+    }
+}
+
+extension Dictionary: MemoizedContainer where Key == String, Value: Encodable & Equatable {
+    func encodeNode(previous: StateNode?, codingPath: [any CodingKey]) throws -> StateNode {
+        let old = previous?.source as? [String: Value]
+        var members: [(key: String, node: StateNode)] = []
+        members.reserveCapacity(count)
+        for (key, value) in self {
+            let oldNode = previous?.child(forKey: key)
+            if let old, let oldNode, old[key] == value {
+                members.append((key, oldNode))
+            } else {
+                members.append((key, try TreeEncoder.encodeValue(value, previous: oldNode, codingPath: codingPath + [StringKey(key)])))
+            }
+        }
+        return .object(members, source: self, previous: previous)
+    }
+}
+
+struct StringKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(_ string: String) { stringValue = string }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
 }
 
 /// What one encoder (one coding path) was given.
