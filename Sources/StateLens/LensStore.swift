@@ -141,7 +141,7 @@ public final class LensStore<Root: Codable & Sendable & Equatable>: Sendable {
         let defaultValue = self.defaultValue
         return Access<Root>(
             store: store,
-            path: "root",
+            path: .root,
             read: { core.latest.root ?? defaultValue },
             modify: { [self] body in
                 try commit { current in

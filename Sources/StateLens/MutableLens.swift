@@ -46,7 +46,7 @@ public struct MutableLens<Value: Sendable>: Sendable {
         try access.modify { result = try body(&$0) }
         guard let result else {
             // `modify` runs `body` whenever it does not throw: unreachable.
-            throw LensError.missingParent(path: access.path)
+            throw LensError.missingParent(path: access.path.description)
         }
         return result
     }

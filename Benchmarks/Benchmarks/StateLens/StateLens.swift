@@ -116,6 +116,16 @@ let benchmarks: @Sendable () -> Void = {
         for _ in benchmark.scaledIterations { blackHole(state.value) }
     }
 
+    // The harness's own cost for the same copy: a 64-field struct read from a class's property.
+    final class Holder: @unchecked Sendable { var settings = Settings64() }
+    let holder = Holder()
+    Benchmark(
+        "copy of a 64-field struct from a class (harness floor for the line above)",
+        configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .kilo, maxDuration: .seconds(2))
+    ) { benchmark in
+        for _ in benchmark.scaledIterations { blackHole(holder.settings) }
+    }
+
     let large = Fixture<LargeState>()
     Benchmark(
         "update one field of a 1 MB state",

@@ -21,7 +21,7 @@ struct Access<Value: Sendable>: Sendable {
     /// The store the state lives in: its I/O threads run the async twins.
     let store: Store
     /// The lens's place for messages, as `root.settings.theme`.
-    let path: String
+    let path: LensPath
     let read: Read
     let modify: Modify
     let observe: Observe
@@ -33,7 +33,7 @@ struct Access<Value: Sendable>: Sendable {
         let parent = self
         return Access<T>(
             store: store,
-            path: path + Access.component(keyPath),
+            path: path.appending(keyPath),
             read: { parent.read()[keyPath: keyPath] },
             modify: { body in try parent.modify { value in try body(&value[keyPath: keyPath]) } },
             observe: parent.mapObserve { $0[keyPath: keyPath] })
@@ -43,17 +43,13 @@ struct Access<Value: Sendable>: Sendable {
         view.mapObserve(transform)
     }
 
-    static func component<Root, T>(_ keyPath: KeyPath<Root, T>) -> String {
-        View<Value>.component(keyPath)
-    }
-
     /// The reading half, for a ``Lens``.
     var view: View<Value> { View(path: path, read: read, observe: observe) }
 }
 
 /// The reading half of an ``Access``: what a read-only ``Lens`` holds.
 struct View<Value: Sendable>: Sendable {
-    let path: String
+    let path: LensPath
     let read: Access<Value>.Read
     let observe: Access<Value>.Observe
 
@@ -61,14 +57,14 @@ struct View<Value: Sendable>: Sendable {
     func child<T: Sendable>(_ keyPath: KeyPath<Value, T>) -> View<T> {
         nonisolated(unsafe) let keyPath = keyPath
         let read = self.read
-        return View<T>(path: path + View.component(keyPath), read: { read()[keyPath: keyPath] }, observe: mapObserve { $0[keyPath: keyPath] })
+        return View<T>(path: path.appending(keyPath), read: { read()[keyPath: keyPath] }, observe: mapObserve { $0[keyPath: keyPath] })
     }
 
     /// Below an optional (see ``Access/optionalChild(_:)``).
     func optionalChild<Wrapped, T: Sendable>(_ keyPath: KeyPath<Wrapped, T>) -> View<T?> where Value == Wrapped? {
         nonisolated(unsafe) let keyPath = keyPath
         let read = self.read
-        return View<T?>(path: path + View.component(keyPath), read: { read()?[keyPath: keyPath] }, observe: mapObserve { $0?[keyPath: keyPath] })
+        return View<T?>(path: path.appending(keyPath), read: { read()?[keyPath: keyPath] }, observe: mapObserve { $0?[keyPath: keyPath] })
     }
 
     /// Below an optional, with a default (see ``Access/defaulting(to:)``).
@@ -85,13 +81,6 @@ struct View<Value: Sendable>: Sendable {
             }
         }
     }
-
-    /// `.member` for `\Type.member` (the key path's description after its root type).
-    static func component<Root, T>(_ keyPath: KeyPath<Root, T>) -> String {
-        let text = String(describing: keyPath)
-        guard let dot = text.firstIndex(of: ".") else { return "." + text }
-        return String(text[dot...])
-    }
 }
 
 extension Access {
@@ -101,11 +90,11 @@ extension Access {
         let parent = self
         return Access<T?>(
             store: store,
-            path: path + Access.component(keyPath),
+            path: path.appending(keyPath),
             read: { parent.read()?[keyPath: keyPath] },
             modify: { body in
                 try parent.modify { wrapped in
-                    guard var unwrapped = wrapped else { throw LensError.missingParent(path: parent.path) }
+                    guard var unwrapped = wrapped else { throw LensError.missingParent(path: parent.path.description) }
                     var part: T? = unwrapped[keyPath: keyPath]
                     try body(&part)
                     // nil cannot be stored in a non-optional member: the member is left as it was.
@@ -154,5 +143,30 @@ enum Equality {
     private static func same<E: Equatable>(_ value: E, _ other: Any) -> Bool {
         guard let other = other as? E else { return false }
         return value == other
+    }
+}
+
+/// A lens's place, as `root.settings.theme`, for messages. Described only when a message needs it:
+/// describing a key path reads type metadata, too slow for every lens an update derives.
+struct LensPath: Sendable, CustomStringConvertible {
+    private let describe: @Sendable () -> String
+
+    static let root = LensPath { "root" }
+
+    private init(_ describe: @escaping @Sendable () -> String) {
+        self.describe = describe
+    }
+
+    var description: String { describe() }
+
+    /// This path followed by `keyPath`'s members (`.member` of `\Type.member`).
+    func appending<Root, T>(_ keyPath: KeyPath<Root, T>) -> LensPath {
+        nonisolated(unsafe) let keyPath = keyPath
+        let parent = describe
+        return LensPath {
+            let text = String(describing: keyPath)
+            guard let dot = text.firstIndex(of: ".") else { return parent() + "." + text }
+            return parent() + String(text[dot...])
+        }
     }
 }
