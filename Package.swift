@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "DataArchive", targets: ["DataArchive"]),
         // PostgreSQL + S3: its own product, so embedded users never build postgres-nio or async-http-client.
         .library(name: "ContentStoreCluster", targets: ["ContentStoreCluster"]),
+        .library(name: "StateLens", targets: ["StateLens"]),
         .executable(name: "contentstore", targets: ["contentstore"]),
     ],
     dependencies: [
@@ -63,10 +64,11 @@ let package = Package(
             ]
         ),
         .target(name: "DataArchive", dependencies: ["ContentStore"]),
+        .target(name: "StateLens", dependencies: ["ContentStore"]),
         .executableTarget(
             name: "contentstore",
             dependencies: [
-                "ContentStore", "Warehouse", "DataArchive",
+                "ContentStore", "Warehouse", "DataArchive", "StateLens",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -85,6 +87,7 @@ let package = Package(
             name: "ContentStoreClusterTests",
             dependencies: ["ContentStoreCluster", "ContentStore", .product(name: "PostgresNIO", package: "postgres-nio")]
         ),
+        .testTarget(name: "StateLensTests", dependencies: ["StateLens"]),
         .testTarget(name: "contentstoreTests", dependencies: ["contentstore", "ContentStore"]),
     ],
     swiftLanguageModes: [.v6]

@@ -37,8 +37,8 @@ let package = Package(
 )
 
 // ordo-one benchmark suites: Benchmarks/<Name>/<Name>.swift, each `let benchmarks = { ... }`.
-let facades: [String: String] = ["Warehouse": "Warehouse", "DataArchive": "DataArchive"]
-for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive", "LargeData", "Async"] {
+let facades: [String: String] = ["Warehouse": "Warehouse", "DataArchive": "DataArchive", "StateLens": "StateLens"]
+for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive", "LargeData", "Async", "StateLens"] {
     package.targets.append(.executableTarget(
         name: name + "Benchmarks",
         dependencies: [

@@ -4,12 +4,12 @@ import Foundation
 ///
 /// Ordering is lexicographic over the 32 bytes, the same as ordering by ``hex``.
 public struct Digest: Hashable, Comparable, Sendable, Codable, CustomStringConvertible, LosslessStringConvertible {
-    static let byteCount = 32
+    package static let byteCount = 32
 
     // Four big-endian words: comparing them in order compares the bytes lexicographically.
     private var w0, w1, w2, w3: UInt64
 
-    init(bytes: UnsafeRawBufferPointer) {
+    package init(bytes: UnsafeRawBufferPointer) {
         precondition(bytes.count == Digest.byteCount)
         w0 = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
         w1 = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
@@ -68,7 +68,7 @@ public struct Digest: Hashable, Comparable, Sendable, Codable, CustomStringConve
     /// The same as ``hex``.
     public var description: String { hex }
 
-    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    package func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try Swift.withUnsafeBytes(of: (w0.bigEndian, w1.bigEndian, w2.bigEndian, w3.bigEndian)) { try body($0) }
     }
 

@@ -131,3 +131,13 @@ extension Store {
         try engine.cachedBlob(digest)
     }
 }
+
+extension Store {
+    /// Runs a facade's blocking call (one that commits through ``write(_:)`` and waits for it) on the
+    /// store's I/O threads, as the async twins run theirs: never on the cooperative pool, and a task
+    /// cancelled while the call is still queued gets `CancellationError` without it running.
+    package func runBlocking<T: Sendable>(_ operation: @escaping @Sendable () throws -> T) async throws -> T {
+        try Task.checkCancellation()
+        return try await ioThreads.run(operation)
+    }
+}

@@ -1,0 +1,208 @@
+import ContentStore
+import Foundation
+import Synchronization
+
+// The shared state of one name on one store: every LensStore opened on that pair in this process
+// uses the same core (CoreRegistry), so they see one value and notify each other's lenses.
+//
+// Invariants owned here:
+// - `current` is a committed, durable version: it is replaced only after the store's `write` that
+//   committed it has returned, and versions are published in commit (sequence) order, so readers
+//   and observers never see a value that could be lost, nor values out of order.
+// - Updates run inside the store's `write` body, which runs one at a time and sees every commit
+//   before it (durable or not yet): so an update body always sees the latest value, and updates
+//   that wait for their fsync at once share one group commit.
+// - A body derives its base from the head record the transaction holds, never from memory alone:
+//   `tentative` (the last version a body produced) is only a cache, used when its record is the
+//   one the transaction sees.
+//
+// Lock order: `publication` before `current`. `tentative` is taken alone. Subscribers are called
+// with `publication` held (so in commit order); they only yield to an AsyncStream.
+
+/// A version as this process knows it.
+@usableFromInline
+final class Version<Root: Sendable>: Sendable {
+    /// nil: the state holds no value (never written, or reset); lenses read their default.
+    @usableFromInline
+    let root: Root?
+    /// The canonical tree of `root`, when built: the next update reuses its unchanged nodes.
+    let tree: StateNode?
+    /// The head record's content; nil when there is no head record.
+    let stored: VersionRecord?
+
+    init(root: Root?, tree: StateNode?, stored: VersionRecord?) {
+        self.root = root
+        self.tree = tree
+        self.stored = stored
+    }
+
+    var sequence: UInt64 { stored?.sequence ?? 0 }
+}
+
+/// An observer of a core's versions: called with the old and new root and the new sequence.
+typealias VersionObserver<Root> = @Sendable (_ old: Root?, _ new: Root?, _ sequence: UInt64) -> Void
+
+@usableFromInline
+final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
+    let store: Store
+    let name: String
+    let keys: StateKeys
+
+    private struct Publication {
+        /// Versions committed by a body whose `write` has not returned yet, by sequence.
+        var produced: [UInt64: Version<Root>] = [:]
+        var observers: [Int: (deliver: VersionObserver<Root>, finish: @Sendable () -> Void)] = [:]
+        var nextObserver = 0
+    }
+
+    private let current: Mutex<Version<Root>>
+    private let publication = Mutex(Publication())
+    private let tentative: Mutex<Version<Root>?> = Mutex(nil)
+
+    init(store: Store, name: String, keys: StateKeys, initial: Version<Root>) {
+        self.store = store
+        self.name = name
+        self.keys = keys
+        self.current = Mutex(initial)
+    }
+
+    deinit {
+        let observers = publication.withLock { publication in
+            defer { publication.observers.removeAll() }
+            return publication.observers.values
+        }
+        for observer in observers { observer.finish() }
+        CoreRegistry.remove(store: store, name: name)
+    }
+
+    /// The latest published version: a pointer read under a lock no writer holds during I/O.
+    @usableFromInline
+    var latest: Version<Root> { current.withLock { $0 } }
+
+    /// Reads the head record and decodes it with `decode` (which may migrate).
+    static func load(store: Store, keys: StateKeys, decode: (Data) throws -> (Root, migrated: Bool)) throws -> Version<Root> {
+        let (stored, json): (VersionRecord?, Data?) = try store.read { snapshot in
+            guard let record = try snapshot.record(forKey: keys.head) else { return (nil, nil) }
+            let stored = try VersionRecord(record, key: keys.head)
+            return (stored, try stored.json(in: snapshot))
+        }
+        guard let json else { return Version(root: nil, tree: nil, stored: stored) }
+        let (root, migrated) = try decode(json)
+        // A migrated root's tree is built by its first update; an unchanged root's now, so that the
+        // first update already re-stores only what it changes.
+        let tree = migrated ? nil : try TreeEncoder.encode(root, previous: nil)
+        return Version(root: root, tree: tree, stored: stored)
+    }
+
+    // MARK: Updates
+
+    /// Runs `change` on the latest value (nil: none stored) and, when the root it returns differs,
+    /// commits it (nil: remove the value) as one durable commit, keeping `keptVersions` older
+    /// versions. Publishes and notifies once durable. `decode` reads a head record this process did
+    /// not write.
+    func commit<T>(keptVersions: Int, decode: (Data) throws -> Root, _ change: (Root?) throws -> (new: Root?, result: T)) throws -> T {
+        var produced: Version<Root>?
+        let result: T
+        do {
+            result = try store.write { transaction -> T in
+                produced = nil
+                let base = try self.base(in: transaction, decode: decode)
+                let (new, result) = try change(base.root)
+                guard new != base.root else { return result }
+                produced = try self.write(new, over: base, keptVersions: keptVersions, in: &transaction)
+                return result
+            }
+        } catch {
+            if let produced { forget(produced) }
+            throw error
+        }
+        if let produced { publish(upTo: produced) }
+        return result
+    }
+
+    /// The version the transaction builds on.
+    private func base(in transaction: Transaction, decode: (Data) throws -> Root) throws -> Version<Root> {
+        let head = try transaction.record(forKey: keys.head)
+        for known in [tentative.withLock { $0 }, latest] {
+            guard let known else { continue }
+            if head == known.stored?.record || (head == nil && known.stored == nil) { return known }
+        }
+        // Written by another process sharing the store (a cluster instance): read it as it is.
+        guard let head else { return Version(root: nil, tree: nil, stored: nil) }
+        let stored = try VersionRecord(head, key: keys.head)
+        let json = try stored.template.map { template in
+            Data(try PartFormat.expand(template) { [UInt8](try store.get($0)) })
+        }
+        return Version(root: try json.map(decode), tree: nil, stored: stored)
+    }
+
+    /// Puts the parts `new` needs and sets the head (and version) records. REQUIRES: inside the
+    /// store's `write` body.
+    private func write(_ new: Root?, over base: Version<Root>, keptVersions: Int, in transaction: inout Transaction) throws -> Version<Root> {
+        let sequence = base.sequence + 1
+        let date = store.configuration.now()
+        var tree: StateNode?
+        var stored = VersionRecord(sequence: sequence, date: date, template: nil, parts: [])
+        if let new {
+            let built = try TreeEncoder.encode(new, previous: base.tree)
+            var parts: [Digest: Part] = [:]
+            built.newParts(excluding: Set(base.stored?.parts ?? []), into: &parts)
+            for part in parts.values { try store.put(Data(part.bytes)) }
+            stored = VersionRecord(sequence: sequence, date: date, template: built.fragment, parts: built.parts)
+            tree = built
+        }
+        try transaction.setRecord(stored.record, forKey: keys.head)
+        if keptVersions > 0, let previous = base.stored {
+            try transaction.setRecord(previous.record, forKey: keys.version(previous.sequence))
+        }
+        let kept = try transaction.keys(withPrefix: keys.versionPrefix)
+        for key in kept.dropLast(max(0, keptVersions)) { try transaction.removeRecord(forKey: key) }
+        let version = Version(root: new, tree: tree, stored: stored)
+        tentative.withLock { $0 = version }
+        publication.withLock { $0.produced[sequence] = version }
+        return version
+    }
+
+    /// Drops a version whose commit failed.
+    private func forget(_ version: Version<Root>) {
+        publication.withLock { publication in
+            if publication.produced[version.sequence] === version { publication.produced[version.sequence] = nil }
+        }
+    }
+
+    /// Publishes every produced version up to `version` in sequence order, notifying as it goes.
+    /// The versions before it are durable too: the log is synced in order.
+    private func publish(upTo version: Version<Root>) {
+        publication.withLock { publication in
+            var old = latest
+            guard old.sequence < version.sequence else { return }
+            for sequence in (old.sequence + 1) ... version.sequence {
+                guard let next = publication.produced.removeValue(forKey: sequence) else { continue }
+                current.withLock { $0 = next }
+                for observer in publication.observers.values { observer.deliver(old.root, next.root, sequence) }
+                old = next
+            }
+            if !publication.produced.isEmpty {
+                publication.produced = publication.produced.filter { $0.key > version.sequence }
+            }
+        }
+    }
+
+    // MARK: Observers
+
+    /// Calls `initial` with the current root, then `observer` for every later version, from one
+    /// consistent point: no version is missed or seen twice. Returns the token for ``removeObserver(_:)``.
+    /// `finish` is called if the core goes away first.
+    func addObserver(initial: (Root?) -> Void, finish: @escaping @Sendable () -> Void, _ observer: @escaping VersionObserver<Root>) -> Int {
+        publication.withLock { publication in
+            initial(latest.root)
+            defer { publication.nextObserver += 1 }
+            publication.observers[publication.nextObserver] = (observer, finish)
+            return publication.nextObserver
+        }
+    }
+
+    func removeObserver(_ token: Int) {
+        _ = publication.withLock { $0.observers.removeValue(forKey: token) }
+    }
+}

@@ -1,0 +1,103 @@
+import ContentStore
+import Foundation
+
+/// The keys one state uses. Every StateLens key starts with `statelens/`, so a store can be shared
+/// with other facades. See Docs/statelens.md.
+///
+/// - `statelens/h/<name>`: the state's current version (``VersionRecord``).
+/// - `statelens/v/<n>:<name>/<sequence>`: a kept older version, `<n>` the name's UTF-8 byte count
+///   (so no name's prefix is another name's) and `<sequence>` 16 lowercase hex digits (so keys
+///   sort by sequence).
+struct StateKeys: Hashable, Sendable {
+    static let maximumNameLength = 256
+
+    let head: String
+    let versionPrefix: String
+
+    init(name: String) throws {
+        guard !name.isEmpty else { throw LensError.invalidName("a state name must not be empty") }
+        guard name.utf8.count <= StateKeys.maximumNameLength else {
+            throw LensError.invalidName("a state name is at most \(StateKeys.maximumNameLength) UTF-8 bytes; \"\(name.prefix(40))…\" is \(name.utf8.count)")
+        }
+        guard !name.utf8.contains(0) else { throw LensError.invalidName("a state name must not contain NUL: \"\(name)\"") }
+        head = "statelens/h/" + name
+        versionPrefix = "statelens/v/\(name.utf8.count):\(name)/"
+    }
+
+    func version(_ sequence: UInt64) -> String {
+        let hex = String(sequence, radix: 16)
+        return versionPrefix + String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}
+
+/// One version of a state, as the value of its record (format 1):
+///
+/// ```
+/// [format: u8 = 1][flags: u8, bit 0 = holds a value][sequence: u64 LE][date: f64 bits LE, seconds since 2001]
+/// [template: the rest, when bit 0 is set: the root's canonical JSON with part references (PartFormat)]
+/// ```
+/// References: every part the template needs (each once, ascending), so the store counts them and
+/// collection keeps them exactly as long as some version record needs them. A version without a
+/// value (after `reset`) has no template and no references: the state reads as its default.
+struct VersionRecord: Hashable, Sendable {
+    static let format: UInt8 = 1
+    static let holdsValue: UInt8 = 1 << 0
+    static let headerSize = 18
+
+    var sequence: UInt64
+    var date: Date
+    /// nil after `reset`.
+    var template: [UInt8]?
+    var parts: [Digest]
+
+    init(sequence: UInt64, date: Date, template: [UInt8]?, parts: [Digest]) {
+        self.sequence = sequence
+        self.date = date
+        self.template = template
+        self.parts = Array(Set(parts)).sorted()
+    }
+
+    init(_ record: Record, key: String) throws {
+        let bytes = [UInt8](record.value)
+        func damaged(_ what: String) -> StoreError {
+            StoreError(code: .corrupted, message: "StateLens record \"\(key)\" is damaged: \(what)")
+        }
+        guard bytes.count >= VersionRecord.headerSize else { throw damaged("its value is \(bytes.count) bytes, shorter than the header") }
+        guard bytes[0] == VersionRecord.format else {
+            throw StoreError(code: .unsupportedFormat, message: "StateLens record \"\(key)\" has format \(bytes[0]); this build reads format \(VersionRecord.format)")
+        }
+        let flags = bytes[1]
+        func word(at offset: Int) -> UInt64 {
+            (0 ..< 8).reduce(0) { $0 | UInt64(bytes[offset + $1]) << (8 * UInt64($1)) }
+        }
+        sequence = word(at: 2)
+        date = Date(timeIntervalSinceReferenceDate: Double(bitPattern: word(at: 10)))
+        parts = record.references
+        if flags & VersionRecord.holdsValue != 0 {
+            let template = Array(bytes[VersionRecord.headerSize...])
+            guard Set(try PartFormat.references(in: template)).isSubset(of: Set(parts)) else {
+                throw damaged("its template refers to parts the record does not reference")
+            }
+            self.template = template
+        } else {
+            guard parts.isEmpty else { throw damaged("a version without a value references \(parts.count) parts") }
+            template = nil
+        }
+    }
+
+    var record: Record {
+        var bytes: [UInt8] = [VersionRecord.format, template == nil ? 0 : VersionRecord.holdsValue]
+        bytes.reserveCapacity(VersionRecord.headerSize + (template?.count ?? 0))
+        for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: sequence >> UInt64(shift))) }
+        let bits = date.timeIntervalSinceReferenceDate.bitPattern
+        for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
+        if let template { bytes.append(contentsOf: template) }
+        return Record(value: Data(bytes), references: parts)
+    }
+
+    /// The canonical JSON of this version's value, nil after `reset`; parts are read from `snapshot`.
+    func json(in snapshot: Snapshot) throws -> Data? {
+        guard let template else { return nil }
+        return Data(try PartFormat.expand(template) { [UInt8](try snapshot.get($0)) })
+    }
+}

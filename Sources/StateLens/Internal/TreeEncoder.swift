@@ -1,0 +1,316 @@
+import Foundation
+
+// Encodes a value into a StateNode tree, the canonical JSON (keys sorted by UTF-8 bytes; Data as
+// base64, URL as its absolute string, Decimal as a number, as JSONEncoder's defaults do, so that
+// JSONDecoder reads it back). The point of a custom encoder: an update re-encodes only what changed.
+// Each value is compared (`==`, when it is Equatable) with the value the previous tree's node at the
+// same coding path was built from, and an equal one reuses that node whole. Copy-on-write storage
+// makes the comparison of an untouched array or string one pointer test, so updating one field of a
+// large state costs the path to that field, not the state's size.
+
+enum TreeEncoder {
+    /// The tree of `value`, reusing the nodes of `previous` (the tree of the last version) where the
+    /// values are equal.
+    static func encode<T: Encodable>(_ value: T, previous: StateNode?) throws -> StateNode {
+        try encodeValue(value, previous: previous, codingPath: [])
+    }
+
+    static func encodeValue<T: Encodable>(_ value: T, previous: StateNode?, codingPath: [any CodingKey]) throws -> StateNode {
+        if let previous, let source = previous.source, Equality.equal(value, any: source) { return previous }
+        if let container = value as? any MemoizedContainer {
+            return try container.encodeNode(previous: previous, codingPath: codingPath)
+        }
+        let source: Any? = value is any Equatable ? value : nil
+        switch value {
+        case let data as Data:
+            return .scalar(JSONText.string(data.base64EncodedString()), source: source)
+        case let url as URL:
+            return .scalar(JSONText.string(url.absoluteString), source: source)
+        case let decimal as Decimal:
+            return .scalar(Array(decimal.description.utf8), source: source)
+        default:
+            let encoder = NodeEncoder(previous: previous, codingPath: codingPath)
+            try value.encode(to: encoder)
+            return try encoder.storage.node(source: source, previous: previous, codingPath: codingPath)
+        }
+    }
+}
+
+/// Arrays and string-keyed dictionaries of `Equatable` values, encoded without their own
+/// `encode(to:)`: each element is compared with the previous container's element at the same index
+/// or key with the element type's own `==`, so an array of a thousand elements that differs in one
+/// costs a thousand typed comparisons, not a thousand boxings into `any Equatable`.
+protocol MemoizedContainer {
+    func encodeNode(previous: StateNode?, codingPath: [any CodingKey]) throws -> StateNode
+}
+
+extension Array: MemoizedContainer where Element: Encodable & Equatable {
+    func encodeNode(previous: StateNode?, codingPath: [any CodingKey]) throws -> StateNode {
+        let old = previous?.source as? [Element]
+        var nodes: [StateNode] = []
+        nodes.reserveCapacity(count)
+        for (index, element) in enumerated() {
+            let oldNode = previous?.child(at: index)
+            if let old, let oldNode, index < old.count, old[index] == element {
+                nodes.append(oldNode)
+            } else {
+                nodes.append(try TreeEncoder.encodeValue(element, previous: oldNode, codingPath: codingPath + [IndexKey(index)]))
+            }
+        }
+        return .array(nodes, source: self, previous: previous)
+    }
+}
+
+extension Dictionary: MemoizedContainer where Key == String, Value: Encodable & Equatable {
+    func encodeNode(previous: StateNode?, codingPath: [any CodingKey]) throws -> StateNode {
+        let old = previous?.source as? [String: Value]
+        var members: [(key: String, node: StateNode)] = []
+        members.reserveCapacity(count)
+        for (key, value) in self {
+            let oldNode = previous?.child(forKey: key)
+            if let old, let oldNode, old[key] == value {
+                members.append((key, oldNode))
+            } else {
+                members.append((key, try TreeEncoder.encodeValue(value, previous: oldNode, codingPath: codingPath + [StringKey(key)])))
+            }
+        }
+        return .object(members, source: self, previous: previous)
+    }
+}
+
+struct StringKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(_ string: String) { stringValue = string }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}
+
+/// What one encoder (one coding path) was given.
+final class NodeStorage {
+    enum Content {
+        case empty
+        case scalar([UInt8])
+        case node(StateNode)
+        case object(ObjectBuilder)
+        case array(ArrayBuilder)
+    }
+
+    var content: Content = .empty
+
+    func node(source: Any?, previous: StateNode?, codingPath: [any CodingKey]) throws -> StateNode {
+        switch content {
+        case .empty:
+            // As JSONEncoder: a value that encodes nothing is an empty object.
+            return .object([], source: source, previous: previous)
+        case let .scalar(json): return .scalar(json, source: source)
+        case let .node(node): return node
+        case let .object(builder): return try builder.node(source: source, previous: previous)
+        case let .array(builder): return try builder.node(source: source, previous: previous)
+        }
+    }
+}
+
+/// A member or element not finished yet: a node, or a nested container or encoder.
+enum PendingChild {
+    case node(StateNode)
+    case storage(NodeStorage, previous: StateNode?, codingPath: [any CodingKey])
+
+    func node() throws -> StateNode {
+        switch self {
+        case let .node(node): return node
+        case let .storage(storage, previous, path): return try storage.node(source: nil, previous: previous, codingPath: path)
+        }
+    }
+}
+
+final class ObjectBuilder {
+    var members: [String: PendingChild] = [:]
+
+    func node(source: Any?, previous: StateNode?) throws -> StateNode {
+        .object(try members.map { ($0.key, try $0.value.node()) }, source: source, previous: previous)
+    }
+}
+
+final class ArrayBuilder {
+    var elements: [PendingChild] = []
+
+    func node(source: Any?, previous: StateNode?) throws -> StateNode {
+        .array(try elements.map { try $0.node() }, source: source, previous: previous)
+    }
+}
+
+struct IndexKey: CodingKey {
+    var intValue: Int?
+    var stringValue: String { "Index \(intValue ?? 0)" }
+    init(_ index: Int) { intValue = index }
+    init?(stringValue: String) { nil }
+    init?(intValue: Int) { self.intValue = intValue }
+}
+
+final class NodeEncoder: Encoder {
+    let storage = NodeStorage()
+    let previous: StateNode?
+    let codingPath: [any CodingKey]
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(previous: StateNode?, codingPath: [any CodingKey]) {
+        self.previous = previous
+        self.codingPath = codingPath
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        KeyedEncodingContainer(KeyedNodeContainer<Key>(builder: objectBuilder(), previous: previous, codingPath: codingPath))
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        UnkeyedNodeContainer(builder: arrayBuilder(), previous: previous, codingPath: codingPath)
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        SingleNodeContainer(encoder: self)
+    }
+
+    private func objectBuilder() -> ObjectBuilder {
+        if case let .object(builder) = storage.content { return builder }
+        let builder = ObjectBuilder()
+        storage.content = .object(builder)
+        return builder
+    }
+
+    private func arrayBuilder() -> ArrayBuilder {
+        if case let .array(builder) = storage.content { return builder }
+        let builder = ArrayBuilder()
+        storage.content = .array(builder)
+        return builder
+    }
+}
+
+struct KeyedNodeContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let builder: ObjectBuilder
+    let previous: StateNode?
+    let codingPath: [any CodingKey]
+
+    private func set(_ json: [UInt8], _ key: Key) {
+        builder.members[key.stringValue] = .node(.scalar(json, source: nil))
+    }
+
+    mutating func encodeNil(forKey key: Key) throws { set(Array("null".utf8), key) }
+    mutating func encode(_ value: Bool, forKey key: Key) throws { set(Array((value ? "true" : "false").utf8), key) }
+    mutating func encode(_ value: String, forKey key: Key) throws { set(JSONText.string(value), key) }
+    mutating func encode(_ value: Double, forKey key: Key) throws { set(try JSONText.number(value, codingPath: codingPath + [key]), key) }
+    mutating func encode(_ value: Float, forKey key: Key) throws { set(try JSONText.number(value, codingPath: codingPath + [key]), key) }
+    mutating func encode(_ value: Int, forKey key: Key) throws { set(Array(String(value).utf8), key) }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { set(Array(String(value).utf8), key) }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { set(Array(String(value).utf8), key) }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { set(Array(String(value).utf8), key) }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { set(Array(String(value).utf8), key) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { set(Array(String(value).utf8), key) }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { set(Array(String(value).utf8), key) }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { set(Array(String(value).utf8), key) }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { set(Array(String(value).utf8), key) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { set(Array(String(value).utf8), key) }
+
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+        let node = try TreeEncoder.encodeValue(value, previous: previous?.child(forKey: key.stringValue), codingPath: codingPath + [key])
+        builder.members[key.stringValue] = .node(node)
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        let child = NodeEncoder(previous: previous?.child(forKey: key.stringValue), codingPath: codingPath + [key])
+        builder.members[key.stringValue] = .storage(child.storage, previous: child.previous, codingPath: child.codingPath)
+        return child.container(keyedBy: keyType)
+    }
+
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+        let child = NodeEncoder(previous: previous?.child(forKey: key.stringValue), codingPath: codingPath + [key])
+        builder.members[key.stringValue] = .storage(child.storage, previous: child.previous, codingPath: child.codingPath)
+        return child.unkeyedContainer()
+    }
+
+    mutating func superEncoder() -> any Encoder { superEncoder(named: "super") }
+
+    mutating func superEncoder(forKey key: Key) -> any Encoder { superEncoder(named: key.stringValue) }
+
+    private func superEncoder(named name: String) -> any Encoder {
+        let child = NodeEncoder(previous: nil, codingPath: codingPath)
+        builder.members[name] = .storage(child.storage, previous: nil, codingPath: codingPath)
+        return child
+    }
+}
+
+struct UnkeyedNodeContainer: UnkeyedEncodingContainer {
+    let builder: ArrayBuilder
+    let previous: StateNode?
+    let codingPath: [any CodingKey]
+    var count: Int { builder.elements.count }
+
+    private func append(_ json: [UInt8]) { builder.elements.append(.node(.scalar(json, source: nil))) }
+    private var nextKey: any CodingKey { IndexKey(count) }
+
+    mutating func encodeNil() throws { append(Array("null".utf8)) }
+    mutating func encode(_ value: Bool) throws { append(Array((value ? "true" : "false").utf8)) }
+    mutating func encode(_ value: String) throws { append(JSONText.string(value)) }
+    mutating func encode(_ value: Double) throws { append(try JSONText.number(value, codingPath: codingPath + [nextKey])) }
+    mutating func encode(_ value: Float) throws { append(try JSONText.number(value, codingPath: codingPath + [nextKey])) }
+    mutating func encode(_ value: Int) throws { append(Array(String(value).utf8)) }
+    mutating func encode(_ value: Int8) throws { append(Array(String(value).utf8)) }
+    mutating func encode(_ value: Int16) throws { append(Array(String(value).utf8)) }
+    mutating func encode(_ value: Int32) throws { append(Array(String(value).utf8)) }
+    mutating func encode(_ value: Int64) throws { append(Array(String(value).utf8)) }
+    mutating func encode(_ value: UInt) throws { append(Array(String(value).utf8)) }
+    mutating func encode(_ value: UInt8) throws { append(Array(String(value).utf8)) }
+    mutating func encode(_ value: UInt16) throws { append(Array(String(value).utf8)) }
+    mutating func encode(_ value: UInt32) throws { append(Array(String(value).utf8)) }
+    mutating func encode(_ value: UInt64) throws { append(Array(String(value).utf8)) }
+
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        let node = try TreeEncoder.encodeValue(value, previous: previous?.child(at: count), codingPath: codingPath + [nextKey])
+        builder.elements.append(.node(node))
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+        let child = NodeEncoder(previous: previous?.child(at: count), codingPath: codingPath + [nextKey])
+        builder.elements.append(.storage(child.storage, previous: child.previous, codingPath: child.codingPath))
+        return child.container(keyedBy: keyType)
+    }
+
+    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+        let child = NodeEncoder(previous: previous?.child(at: count), codingPath: codingPath + [nextKey])
+        builder.elements.append(.storage(child.storage, previous: child.previous, codingPath: child.codingPath))
+        return child.unkeyedContainer()
+    }
+
+    mutating func superEncoder() -> any Encoder {
+        let child = NodeEncoder(previous: nil, codingPath: codingPath + [nextKey])
+        builder.elements.append(.storage(child.storage, previous: nil, codingPath: child.codingPath))
+        return child
+    }
+}
+
+struct SingleNodeContainer: SingleValueEncodingContainer {
+    let encoder: NodeEncoder
+    var codingPath: [any CodingKey] { encoder.codingPath }
+
+    private func set(_ json: [UInt8]) { encoder.storage.content = .scalar(json) }
+
+    mutating func encodeNil() throws { set(Array("null".utf8)) }
+    mutating func encode(_ value: Bool) throws { set(Array((value ? "true" : "false").utf8)) }
+    mutating func encode(_ value: String) throws { set(JSONText.string(value)) }
+    mutating func encode(_ value: Double) throws { set(try JSONText.number(value, codingPath: codingPath)) }
+    mutating func encode(_ value: Float) throws { set(try JSONText.number(value, codingPath: codingPath)) }
+    mutating func encode(_ value: Int) throws { set(Array(String(value).utf8)) }
+    mutating func encode(_ value: Int8) throws { set(Array(String(value).utf8)) }
+    mutating func encode(_ value: Int16) throws { set(Array(String(value).utf8)) }
+    mutating func encode(_ value: Int32) throws { set(Array(String(value).utf8)) }
+    mutating func encode(_ value: Int64) throws { set(Array(String(value).utf8)) }
+    mutating func encode(_ value: UInt) throws { set(Array(String(value).utf8)) }
+    mutating func encode(_ value: UInt8) throws { set(Array(String(value).utf8)) }
+    mutating func encode(_ value: UInt16) throws { set(Array(String(value).utf8)) }
+    mutating func encode(_ value: UInt32) throws { set(Array(String(value).utf8)) }
+    mutating func encode(_ value: UInt64) throws { set(Array(String(value).utf8)) }
+
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        encoder.storage.content = .node(try TreeEncoder.encodeValue(value, previous: encoder.previous, codingPath: codingPath))
+    }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import StateLens
+import Testing
+
+struct Item: Codable, Sendable, Equatable {
+    var id: Int
+    var name: String
+    var notes: String
+    var flags: [Bool]
+}
+
+/// About 0.9 MB of canonical JSON.
+struct Catalog: Codable, Sendable, Equatable {
+    var version = 0
+    var items: [Item] = []
+    var index: [String: Int] = [:]
+
+    static func large(count: Int = 1000) -> Catalog {
+        var catalog = Catalog()
+        for id in 0 ..< count {
+            catalog.items.append(Item(id: id, name: "item \(id)", notes: String(repeating: "note \(id) ", count: 90), flags: [id % 2 == 0, true]))
+            catalog.index["item \(id)"] = id
+        }
+        return catalog
+    }
+}
+
+@Suite struct LargeStateTests {
+    @Test func updatingOneFieldOfALargeStateStoresOnlyAFewSmallParts() throws {
+        let fixture = try Fixture()
+        let state = try LensStore(store: fixture.store, name: "catalog", default: Catalog())
+        try state.root.set(Catalog.large())
+        let json = try JSONEncoder().encode(state.value)
+        #expect(json.count > 800_000)
+        let before = try fixture.store.statistics()
+        try state.root.items.update { $0[500].name = "renamed" }
+        try state.root.version.set(1)
+        let after = try fixture.store.statistics()
+        let added = after.logicalBytes - before.logicalBytes
+        #expect(added < 64 * 1024, "one field's update stored \(added) bytes of a \(json.count)-byte state")
+        let head = try #require(try fixture.store.record(forKey: "statelens/h/catalog"))
+        #expect(head.references.count > 16, "the state is split into parts")
+        #expect(head.value.count < 16 * 1024, "the head record holds references, not the state")
+
+        try fixture.reopen()
+        let reopened = try LensStore(store: fixture.store, name: "catalog", default: Catalog())
+        var expected = Catalog.large()
+        expected.items[500].name = "renamed"
+        expected.version = 1
+        #expect(reopened.value == expected)
+    }
+
+    @Test func insertingAnElementRestoresOnlyTheChunksAroundIt() throws {
+        let fixture = try Fixture()
+        let state = try LensStore(store: fixture.store, name: "catalog", default: Catalog())
+        try state.root.set(Catalog.large())
+        let before = try fixture.store.statistics()
+        try state.root.index.update { $0["inserted"] = -1 }
+        let after = try fixture.store.statistics()
+        #expect(after.logicalBytes - before.logicalBytes < 64 * 1024)
+        try fixture.reopen()
+        #expect(try LensStore(store: fixture.store, name: "catalog", default: Catalog()).value.index["inserted"] == -1)
+    }
+
+    @Test func aLargeStateIsReadBackExactlyAfterManyRandomEdits() throws {
+        let fixture = try Fixture()
+        let state = try LensStore(store: fixture.store, name: "catalog", default: Catalog())
+        var expected = Catalog.large(count: 300)
+        try state.root.set(expected)
+        var random = SystemRandomNumberGenerator()
+        for round in 0 ..< 30 {
+            let index = Int.random(in: 0 ..< expected.items.count, using: &random)
+            switch round % 3 {
+            case 0: expected.items[index].notes += " edited \(round)"
+            case 1: expected.items.insert(Item(id: -round, name: "new", notes: "n", flags: []), at: index)
+            default: expected.items.remove(at: index)
+            }
+            try state.root.set(expected)
+        }
+        #expect(state.value == expected)
+        try fixture.reopen()
+        #expect(try LensStore(store: fixture.store, name: "catalog", default: Catalog()).value == expected)
+        let report = try fixture.store.verify(VerificationOptions())
+        #expect(report.isClean)
+    }
+}
+
+/// Values of every kind JSON has, through the canonical encoder and back through `JSONDecoder`.
+@Suite struct CanonicalFormTests {
+    enum Kind: Codable, Sendable, Equatable { case plain, tagged(String, count: Int) }
+
+    struct Everything: Codable, Sendable, Equatable {
+        var text = "quote \" backslash \\ newline \n tab \t nul \u{0} bell \u{7} é 名"
+        var integers: [Int64] = [.min, -1, 0, .max]
+        var unsigned: UInt64 = .max
+        var doubles: [Double] = [0, 1, -1.5, 1e-300, 3.141592653589793, 1e300]
+        var float: Float = 0.1
+        var flag = true
+        var missing: String? = nil
+        var present: String? = "here"
+        var data = Data([0, 1, 2, 255])
+        var date = Date(timeIntervalSinceReferenceDate: 123_456.789)
+        var url = URL(string: "https://example.com/a?b=c")!
+        var decimal = Decimal(string: "12345.6789")!
+        var map: [String: [Int]] = ["b": [2], "a": [1], "": []]
+        var intKeys: [Int: String] = [3: "three", 1: "one"]
+        var kinds: [Kind] = [.plain, .tagged("x", count: 2)]
+        var nested: [[String: Kind?]] = [["k": nil, "j": .plain]]
+        var large = String(repeating: "0123456789", count: 5000)
+    }
+
+    @Test func everyKindOfValueRoundTrips() throws {
+        let fixture = try Fixture()
+        do {
+            let state = try LensStore(store: fixture.store, name: "everything", default: Everything())
+            var value = Everything()
+            value.flag = false
+            try state.root.set(value)
+        }
+        try fixture.reopen()
+        var expected = Everything()
+        expected.flag = false
+        let state = try LensStore(store: fixture.store, name: "everything", default: Everything())
+        #expect(state.value == expected)
+    }
+
+    @Test func nonFiniteNumbersAreRefusedAndNothingIsCommitted() throws {
+        let fixture = try Fixture()
+        let state = try LensStore(store: fixture.store, name: "everything", default: Everything())
+        #expect(throws: EncodingError.self) { try state.root.doubles.set([.nan]) }
+        #expect(try state.versions().isEmpty)
+    }
+}
