@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "ContentStore", targets: ["ContentStore"]),
         .library(name: "Warehouse", targets: ["Warehouse"]),
         .library(name: "DataArchive", targets: ["DataArchive"]),
+        .library(name: "Persist", targets: ["Persist"]),
         .executable(name: "contentstore", targets: ["contentstore"]),
     ],
     dependencies: [
@@ -40,6 +41,7 @@ let package = Package(
         ),
         .target(name: "Warehouse", dependencies: ["ContentStore"]),
         .target(name: "DataArchive", dependencies: ["ContentStore"]),
+        .target(name: "Persist", dependencies: ["ContentStore"]),
         .executableTarget(
             name: "contentstore",
             dependencies: [
@@ -53,6 +55,7 @@ let package = Package(
         .testTarget(name: "ContentStoreTests", dependencies: ["ContentStore"]),
         .testTarget(name: "WarehouseTests", dependencies: ["Warehouse"]),
         .testTarget(name: "DataArchiveTests", dependencies: ["DataArchive"]),
+        .testTarget(name: "PersistTests", dependencies: ["Persist", "ContentStore"]),
         .testTarget(name: "contentstoreTests", dependencies: ["contentstore", "ContentStore"]),
     ],
     swiftLanguageModes: [.v6]
