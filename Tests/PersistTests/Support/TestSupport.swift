@@ -218,6 +218,14 @@ struct RandomWork {
 
     mutating func below(_ bound: Int) -> Int { Int(random.next() % UInt64(bound)) }
 
+    /// IDs from the seed, so a run can be repeated exactly (the crash test replays one).
+    mutating func uuid() -> UUID {
+        var bytes = (0 ..< 16).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+        bytes[6] = bytes[6] & 0x0F | 0x40
+        bytes[8] = bytes[8] & 0x3F | 0x80
+        return bytes.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
+    }
+
     private mutating func pick<T>(_ values: [T]) -> T? { values.isEmpty ? nil : values[below(values.count)] }
 
     /// Does one operation on both; returns what it did, for messages.
@@ -260,7 +268,7 @@ struct RandomWork {
         switch below(10) {
         case 0, 1, 2:
             counter += 1
-            let item = Item(label: "item \(counter)", amount: Double(below(10_000)) / 3,
+            let item = Item(id: uuid(), label: "item \(counter)", amount: Double(below(10_000)) / 3,
                             date: Date(timeIntervalSinceReferenceDate: Double(random.next() % 1_000_000_000) / 997))
             try transaction.save(item)
             graph.items[item.id] = item
@@ -274,7 +282,7 @@ struct RandomWork {
             return "update"
         case 4:
             counter += 1
-            let tag = Tag(name: "tag \(counter % 5)")
+            let tag = Tag(id: uuid(), name: "tag \(counter % 5)")
             try transaction.save(tag)
             graph.tags[tag.id] = tag
             return "save tag"
