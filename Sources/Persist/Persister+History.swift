@@ -17,7 +17,7 @@ extension Persister {
     /// - Returns: The step undone, or nil when there is nothing to undo.
     @discardableResult
     public func undo() throws -> UndoStep? {
-        try move(.undo)
+        try move(.undo, isCancelled: { false })
     }
 
     /// Re-applies the step the last ``undo()`` reverted, in one atomic, durable commit.
@@ -25,7 +25,7 @@ extension Persister {
     /// - Returns: The step redone, or nil when there is nothing to redo.
     @discardableResult
     public func redo() throws -> UndoStep? {
-        try move(.redo)
+        try move(.redo, isCancelled: { false })
     }
 
     /// Every step kept, oldest first, and how many of them are undoable (the rest are redoable).
@@ -84,9 +84,12 @@ extension Persister {
         return PersistChange(step: step, kind: .write, changed: changedEntities(diff))
     }
 
-    private func move(_ kind: PersistChange.Kind) throws -> UndoStep? {
+    /// Undoes or redoes one step, throwing `CancellationError` (and committing nothing) when
+    /// `isCancelled` says so as the transaction starts.
+    func move(_ kind: PersistChange.Kind, isCancelled: () -> Bool) throws -> UndoStep? {
         try shared.state.committing {
             try store.write { transaction in
+                if isCancelled() { throw CancellationError() }
                 var head = try Head(transaction.record(forKey: layout.head), key: layout.head)
                 let position: UInt64
                 switch kind {

@@ -80,8 +80,15 @@ public final class Persister: Sendable {
     /// changes something drops them. Writes run one at a time, each seeing the last.
     @discardableResult
     public func write<T>(_ actionName: String? = nil, _ body: (inout PersistTransaction) throws -> T) throws -> T {
+        try write(actionName, isCancelled: { false }, body)
+    }
+
+    /// ``write(_:_:)``, throwing `CancellationError` (and committing nothing) when `isCancelled`
+    /// says so as the transaction starts: for the async twin.
+    func write<T>(_ actionName: String?, isCancelled: () -> Bool, _ body: (inout PersistTransaction) throws -> T) throws -> T {
         try shared.state.committing {
             try store.write { transaction in
+                if isCancelled() { throw CancellationError() }
                 var head = try Head(transaction.record(forKey: layout.head), key: layout.head)
                 var persist = PersistTransaction(transaction: transaction, layout: layout, store: store, order: head.changeCount + 1)
                 let result = try body(&persist)

@@ -15,16 +15,16 @@ import Testing
         var unrelatedChanges = unrelated.changes().makeAsyncIterator()
 
         let parent = Item(label: "parent"), child = Item(label: "child")
-        try fixture.persister.write("add") { transaction in
+        try await fixture.persister.write("add") { transaction in
             try transaction.save(parent)
             try transaction.save(child)
         }
-        try other.write("relate") { try $0.relate(parent.id, to: child.id, as: "child") }
-        try fixture.persister.write("no-op") { try $0.save(parent) }
-        _ = try? fixture.persister.write("fails") { try $0.relate(parent.id, to: UUID(), as: "child") }
-        try fixture.persister.undo()
-        try other.redo()
-        try unrelated.write("elsewhere") { try $0.save(Tag(name: "t")) }
+        try await other.write("relate") { try $0.relate(parent.id, to: child.id, as: "child") }
+        try await fixture.persister.write("no-op") { try $0.save(parent) }
+        _ = try? await fixture.persister.write("fails") { try $0.relate(parent.id, to: UUID(), as: "child") }
+        try await fixture.persister.undo()
+        try await other.redo()
+        try await unrelated.write("elsewhere") { try $0.save(Tag(name: "t")) }
 
         let expected: [(PersistChange.Kind, String, Set<UUID>)] = [
             (.write, "add", [parent.id, child.id]),
@@ -39,7 +39,7 @@ import Testing
         }
         #expect(await unrelatedChanges.next()?.step.actionName == "elsewhere")
         // The history agrees with what was delivered.
-        #expect(try fixture.persister.history().steps.map(\.actionName) == ["add", "relate"])
+        #expect(try await fixture.persister.history().steps.map(\.actionName) == ["add", "relate"])
     }
 
     @Test func concurrentWritersAreDeliveredInCommitOrder() async throws {
@@ -51,12 +51,12 @@ import Testing
             for writer in 0 ..< writers {
                 group.addTask {
                     for index in 0 ..< writesEach {
-                        try persister.write("\(writer)-\(index)") { try $0.save(Item(label: "\(writer)-\(index)")) }
+                        try await persister.write("\(writer)-\(index)") { try $0.save(Item(label: "\(writer)-\(index)")) }
                     }
                 }
             }
         }
-        let steps = try persister.history().steps
+        let steps = try await persister.history().steps
         #expect(steps.count == writers * writesEach)
         var delivered: [UndoStep] = []
         for await change in stream {
@@ -71,7 +71,7 @@ import Testing
         let fixture = try Fixture()
         var persister: Persister? = try Persister(store: fixture.store, name: "short-lived")
         let stream = try #require(persister).changes()
-        try persister?.write { try $0.save(Item(label: "x")) }
+        try await persister?.write { try $0.save(Item(label: "x")) }
         persister = nil
         var count = 0
         for await _ in stream { count += 1 }

@@ -45,6 +45,10 @@ import Testing
 
         let acknowledged = try Data(contentsOf: URL(fileURLWithPath: progressPath)).count
         try #require(acknowledged > 0, "the child was killed before its first step")
+        try Self.checkRecovered(directory, seed: seed, acknowledged: acknowledged)
+    }
+
+    static func checkRecovered(_ directory: TemporaryDirectory, seed: UInt64, acknowledged: Int) throws {
         // The models after the acknowledged steps and after the one in flight.
         let scratch = try Fixture(name: "replay")
         var model = Model()
