@@ -45,7 +45,7 @@ let package = Package(
         .executableTarget(
             name: "contentstore",
             dependencies: [
-                "ContentStore", "Warehouse", "DataArchive",
+                "ContentStore", "Warehouse", "DataArchive", "Persist",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

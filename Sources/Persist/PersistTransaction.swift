@@ -9,8 +9,13 @@ public struct PersistTransaction {
     var transaction: Transaction
     let layout: Layout
     private let store: Store
+    /// The transaction as it started: listing its keys costs no pass over this write's changes.
+    private let base: Transaction
     /// Each key this write touched, as it was before: the undo step's "before" side.
     private var originals: [String: Record?] = [:]
+    /// The touched keys under each of their `/`-ended prefixes, so that listing a prefix (a type,
+    /// an entity's relations) costs what it lists, not every change of a large write.
+    private var touchedUnder: [String: Set<String>] = [:]
     /// Bodies saved by this write, so a fetch after a save decodes them without a read.
     private var savedBodies: [Digest: Data] = [:]
     /// Relate order of relations made by this write: its change number, then a running index.
@@ -19,6 +24,7 @@ public struct PersistTransaction {
 
     init(transaction: Transaction, layout: Layout, store: Store, order: UInt64) {
         self.transaction = transaction
+        self.base = transaction
         self.layout = layout
         self.store = store
         self.order = order
@@ -156,7 +162,14 @@ public struct PersistTransaction {
 
     /// Sets (or, with nil, removes) a record, noting what the key held before this write.
     private mutating func set(_ record: Record?, forKey key: String) throws {
-        if originals[key] == nil { originals[key] = .some(try transaction.record(forKey: key)) }
+        if originals[key] == nil {
+            originals[key] = .some(try transaction.record(forKey: key))
+            var end = key.index(after: layout.prefix.endIndex)
+            while let slash = key[end...].firstIndex(of: "/") {
+                end = key.index(after: slash)
+                touchedUnder[String(key[..<end]), default: []].insert(key)
+            }
+        }
         if let record {
             try transaction.setRecord(record, forKey: key)
         } else {
@@ -177,6 +190,13 @@ public struct PersistTransaction {
 
 extension PersistTransaction: RecordSource {
     func record(forKey key: String) throws -> Record? { try transaction.record(forKey: key) }
-    func keys(withPrefix prefix: String) throws -> [String] { try transaction.keys(withPrefix: prefix) }
+    func keys(withPrefix prefix: String) throws -> [String] {
+        guard prefix.hasSuffix("/"), prefix.count > layout.prefix.count else { return try transaction.keys(withPrefix: prefix) }
+        var keys = Set(try base.keys(withPrefix: prefix))
+        for key in touchedUnder[prefix] ?? [] {
+            if try transaction.record(forKey: key) == nil { keys.remove(key) } else { keys.insert(key) }
+        }
+        return keys.sorted()
+    }
     func body(_ digest: Digest) throws -> Data { try savedBodies[digest] ?? store.get(digest) }
 }
