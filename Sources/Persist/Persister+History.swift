@@ -17,7 +17,7 @@ extension Persister {
     /// - Returns: The step undone, or nil when there is nothing to undo.
     @discardableResult
     public func undo() throws -> UndoStep? {
-        try move(.undo, isCancelled: { false })
+        try shared.state.committing { try store.write { try applyMove(.undo, to: &$0) } }
     }
 
     /// Re-applies the step the last ``undo()`` reverted, in one atomic, durable commit.
@@ -25,17 +25,13 @@ extension Persister {
     /// - Returns: The step redone, or nil when there is nothing to redo.
     @discardableResult
     public func redo() throws -> UndoStep? {
-        try move(.redo, isCancelled: { false })
+        try shared.state.committing { try store.write { try applyMove(.redo, to: &$0) } }
     }
 
     /// Every step kept, oldest first, and how many of them are undoable (the rest are redoable).
     public func history() throws -> (steps: [UndoStep], cursor: Int) {
-        try store.read { snapshot in
-            let head = try Head(snapshot.record(forKey: layout.head), key: layout.head)
-            guard head.last >= head.first else { return ([], 0) }
-            let steps = try (head.first ... head.last).map { try step(at: $0, in: snapshot.record(forKey:)).step }
-            return (steps, head.undoableCount)
-        }
+        let history = try store.read { try readHistory(in: $0) }
+        return (history.steps, history.cursor)
     }
 
     /// Drops the oldest steps so that at most `count` remain, in one commit. What only the dropped
@@ -46,25 +42,45 @@ extension Persister {
     ///
     /// - Throws: `StoreError` `invalidArgument` for a negative count.
     public func pruneHistory(keepingLast count: Int) throws {
-        guard count >= 0 else {
-            throw StoreError(code: .invalidArgument, message: "pruneHistory(keepingLast:) needs a count of at least 0, not \(count)")
-        }
-        try store.write { transaction in
-            var head = try Head(transaction.record(forKey: layout.head), key: layout.head)
-            guard head.last >= head.first, head.last - head.first + 1 > UInt64(count) else { return }
-            var first = head.last + 1 - UInt64(count)
-            if first > head.cursor + 1 {
-                for position in head.cursor + 1 ... head.last { try transaction.removeRecord(forKey: layout.step(position)) }
-                head.last = head.cursor
-                first = head.cursor + 1
-            }
-            for position in head.first ..< first { try transaction.removeRecord(forKey: layout.step(position)) }
-            head.first = first
-            try transaction.setRecord(head.record, forKey: layout.head)
-        }
+        try checkPruneCount(count)
+        try store.write { try applyPrune(keepingLast: count, to: &$0) }
     }
 
     // MARK: Internals
+
+    /// A tuple is not `Sendable`; this carries ``history()`` out of a store read.
+    struct History: Sendable {
+        var steps: [UndoStep]
+        var cursor: Int
+    }
+
+    func readHistory(in snapshot: Snapshot) throws -> History {
+        let head = try Head(snapshot.record(forKey: layout.head), key: layout.head)
+        guard head.last >= head.first else { return History(steps: [], cursor: 0) }
+        let steps = try (head.first ... head.last).map { try step(at: $0, in: snapshot.record(forKey:)).step }
+        return History(steps: steps, cursor: head.undoableCount)
+    }
+
+    func checkPruneCount(_ count: Int) throws {
+        guard count >= 0 else {
+            throw StoreError(code: .invalidArgument, message: "pruneHistory(keepingLast:) needs a count of at least 0, not \(count)")
+        }
+    }
+
+    /// The body of a prune's store transaction.
+    func applyPrune(keepingLast count: Int, to transaction: inout Transaction) throws {
+        var head = try Head(transaction.record(forKey: layout.head), key: layout.head)
+        guard head.last >= head.first, head.last - head.first + 1 > UInt64(count) else { return }
+        var first = head.last + 1 - UInt64(count)
+        if first > head.cursor + 1 {
+            for position in head.cursor + 1 ... head.last { try transaction.removeRecord(forKey: layout.step(position)) }
+            head.last = head.cursor
+            first = head.cursor + 1
+        }
+        for position in head.first ..< first { try transaction.removeRecord(forKey: layout.step(position)) }
+        head.first = first
+        try transaction.setRecord(head.record, forKey: layout.head)
+    }
 
     /// Records `diff` as the step after the cursor, dropping the redo steps. REQUIRES: inside the
     /// write that made the diff, with `head` as that write read it.
@@ -84,39 +100,33 @@ extension Persister {
         return PersistChange(step: step, kind: .write, changed: changedEntities(diff))
     }
 
-    /// Undoes or redoes one step, throwing `CancellationError` (and committing nothing) when
-    /// `isCancelled` says so as the transaction starts.
-    func move(_ kind: PersistChange.Kind, isCancelled: () -> Bool) throws -> UndoStep? {
-        try shared.state.committing {
-            try store.write { transaction in
-                if isCancelled() { throw CancellationError() }
-                var head = try Head(transaction.record(forKey: layout.head), key: layout.head)
-                let position: UInt64
-                switch kind {
-                case .undo:
-                    guard head.canUndo else { return (nil, nil) }
-                    position = head.cursor
-                case .redo, .write:
-                    guard head.canRedo else { return (nil, nil) }
-                    position = head.cursor + 1
-                }
-                let stored = try step(at: position, in: transaction.record(forKey:))
-                let diff = try Diff(store.get(stored.diff), key: layout.step(position))
-                for change in diff.changes {
-                    let record = kind == .undo ? change.before : change.after
-                    if let record {
-                        try transaction.setRecord(record, forKey: change.key)
-                    } else {
-                        try transaction.removeRecord(forKey: change.key)
-                    }
-                }
-                head.cursor = kind == .undo ? position - 1 : position
-                head.changeCount += 1
-                try transaction.setRecord(head.record, forKey: layout.head)
-                let change = PersistChange(step: stored.step, kind: kind, changed: changedEntities(diff))
-                return (stored.step, (head.changeCount, change))
+    /// The body of an undo's or redo's store transaction.
+    func applyMove(_ kind: PersistChange.Kind, to transaction: inout Transaction) throws -> SharedState.Committed<UndoStep?> {
+        var head = try Head(transaction.record(forKey: layout.head), key: layout.head)
+        let position: UInt64
+        switch kind {
+        case .undo:
+            guard head.canUndo else { return SharedState.Committed(result: nil) }
+            position = head.cursor
+        case .redo, .write:
+            guard head.canRedo else { return SharedState.Committed(result: nil) }
+            position = head.cursor + 1
+        }
+        let stored = try step(at: position, in: transaction.record(forKey:))
+        let diff = try Diff(store.get(stored.diff), key: layout.step(position))
+        for change in diff.changes {
+            let record = kind == .undo ? change.before : change.after
+            if let record {
+                try transaction.setRecord(record, forKey: change.key)
+            } else {
+                try transaction.removeRecord(forKey: change.key)
             }
         }
+        head.cursor = kind == .undo ? position - 1 : position
+        head.changeCount += 1
+        try transaction.setRecord(head.record, forKey: layout.head)
+        let change = PersistChange(step: stored.step, kind: kind, changed: changedEntities(diff))
+        return SharedState.Committed(result: stored.step, change: change, number: head.changeCount)
     }
 
     private func step(at position: UInt64, in record: (String) throws -> Record?) throws -> StepRecord {

@@ -80,25 +80,22 @@ public final class Persister: Sendable {
     /// changes something drops them. Writes run one at a time, each seeing the last.
     @discardableResult
     public func write<T>(_ actionName: String? = nil, _ body: (inout PersistTransaction) throws -> T) throws -> T {
-        try write(actionName, isCancelled: { false }, body)
+        try shared.state.committing {
+            try store.write { transaction in try applyWrite(actionName, body, to: &transaction) }
+        }
     }
 
-    /// ``write(_:_:)``, throwing `CancellationError` (and committing nothing) when `isCancelled`
-    /// says so as the transaction starts: for the async twin.
-    func write<T>(_ actionName: String?, isCancelled: () -> Bool, _ body: (inout PersistTransaction) throws -> T) throws -> T {
-        try shared.state.committing {
-            try store.write { transaction in
-                if isCancelled() { throw CancellationError() }
-                var head = try Head(transaction.record(forKey: layout.head), key: layout.head)
-                var persist = PersistTransaction(transaction: transaction, layout: layout, store: store, order: head.changeCount + 1)
-                let result = try body(&persist)
-                let diff = try persist.diff()
-                guard !diff.changes.isEmpty else { return (result, nil) }
-                transaction = persist.transaction
-                let change = try recordStep(diff, named: actionName, head: &head, in: &transaction)
-                return (result, (head.changeCount, change))
-            }
-        }
+    /// The body of a write's store transaction: runs `body`, and records what it changed as a step.
+    func applyWrite<T>(_ actionName: String?, _ body: (inout PersistTransaction) throws -> T,
+                       to transaction: inout Transaction) throws -> SharedState.Committed<T> {
+        var head = try Head(transaction.record(forKey: layout.head), key: layout.head)
+        var persist = PersistTransaction(transaction: transaction, layout: layout, store: store, order: head.changeCount + 1)
+        let result = try body(&persist)
+        let diff = try persist.diff()
+        guard !diff.changes.isEmpty else { return SharedState.Committed(result: result) }
+        transaction = persist.transaction
+        let change = try recordStep(diff, named: actionName, head: &head, in: &transaction)
+        return SharedState.Committed(result: result, change: change, number: head.changeCount)
     }
 
     /// A stream of every committed write, undo and redo of this persister (and of every persister

@@ -40,18 +40,52 @@ final class SharedState: Sendable {
         return stream
     }
 
-    /// Runs a commit, then delivers what it changed (numbered by its change count) in order.
-    func committing<T>(_ body: () throws -> (result: T, change: (number: UInt64, change: PersistChange)?)) throws -> T {
-        state.withLock { $0.inFlight += 1 }
-        let outcome: (result: T, change: (number: UInt64, change: PersistChange)?)
+    /// What a write, undo or redo returns from its store transaction: its result, and the change
+    /// to deliver (numbered by its change count) when it changed something.
+    struct Committed<T> {
+        var result: T
+        var change: (number: UInt64, change: PersistChange)?
+
+        init(result: T) {
+            self.result = result
+        }
+
+        init(result: T, change: PersistChange, number: UInt64) {
+            self.result = result
+            self.change = (number, change)
+        }
+    }
+
+    /// Runs a commit, then delivers what it changed in order.
+    func committing<T>(_ commit: () throws -> Committed<T>) throws -> T {
+        begin()
+        let committed: Committed<T>
         do {
-            outcome = try body()
+            committed = try commit()
         } catch {
             finish(nil)
             throw error
         }
-        finish(outcome.change)
-        return outcome.result
+        finish(committed.change)
+        return committed.result
+    }
+
+    /// ``committing(_:)-(()->Committed<T>)`` for an async commit.
+    func committing<T>(_ commit: () async throws -> Committed<T>) async throws -> T {
+        begin()
+        let committed: Committed<T>
+        do {
+            committed = try await commit()
+        } catch {
+            finish(nil)
+            throw error
+        }
+        finish(committed.change)
+        return committed.result
+    }
+
+    private func begin() {
+        state.withLock { $0.inFlight += 1 }
     }
 
     private func finish(_ change: (number: UInt64, change: PersistChange)?) {
@@ -135,3 +169,5 @@ final class SharedState: Sendable {
         }
     }
 }
+
+extension SharedState.Committed: Sendable where T: Sendable {}
