@@ -59,29 +59,24 @@ final class SharedState: Sendable {
     /// Runs a commit, then delivers what it changed in order.
     func committing<T>(_ commit: () throws -> Committed<T>) throws -> T {
         begin()
-        let committed: Committed<T>
-        do {
-            committed = try commit()
-        } catch {
-            finish(nil)
-            throw error
-        }
-        finish(committed.change)
-        return committed.result
+        return try end(Result { try commit() })
     }
 
     /// ``committing(_:)-(()->Committed<T>)`` for an async commit.
     func committing<T>(_ commit: () async throws -> Committed<T>) async throws -> T {
         begin()
-        let committed: Committed<T>
+        let committed: Result<Committed<T>, any Error>
         do {
-            committed = try await commit()
+            committed = .success(try await commit())
         } catch {
-            finish(nil)
-            throw error
+            committed = .failure(error)
         }
-        finish(committed.change)
-        return committed.result
+        return try end(committed)
+    }
+
+    private func end<T>(_ committed: Result<Committed<T>, any Error>) throws -> T {
+        finish((try? committed.get())?.change)
+        return try committed.get().result
     }
 
     private func begin() {
