@@ -245,6 +245,23 @@ import Testing
         #expect(try fixture.persister.history().steps.count == 1)
     }
 
+    struct Nameless: Entity {
+        static let entityName = ""
+        var id = UUID()
+    }
+
+    @Test func anEntityWithAnInvalidNameIsRefused() throws {
+        let fixture = try Fixture()
+        func isInvalidName(_ error: any Error) -> Bool {
+            guard case PersistError.invalidName("") = error else { return false }
+            return true
+        }
+        #expect { try fixture.persister.write { try $0.save(Nameless()) } } throws: { isInvalidName($0) }
+        #expect { try fixture.persister.fetchAll(Nameless.self) } throws: { isInvalidName($0) }
+        #expect { try fixture.persister.fetch(Nameless.self, id: UUID()) } throws: { isInvalidName($0) }
+        #expect(try fixture.persister.history().steps.isEmpty)
+    }
+
     @Test func namesOfUpTo256BytesWithSlashesArePersistersOfTheirOwn() throws {
         let fixture = try Fixture()
         let longest = String(repeating: "x", count: 256)
