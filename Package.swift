@@ -14,6 +14,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         .systemLibrary(
@@ -36,6 +37,7 @@ let package = Package(
                 "COpenSSLCrypto",
                 "CContentStoreSupport",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         .target(name: "Warehouse", dependencies: ["ContentStore"]),
@@ -51,7 +53,10 @@ let package = Package(
         ),
         // The process-crash test's workload (Tests/ContentStoreTests/Reliability); not a product.
         .executableTarget(name: "CrashWorkload", dependencies: ["ContentStore"], path: "Tests/CrashWorkload"),
-        .testTarget(name: "ContentStoreTests", dependencies: ["ContentStore"]),
+        .testTarget(
+            name: "ContentStoreTests",
+            dependencies: ["ContentStore", .product(name: "MetricsTestKit", package: "swift-metrics")]
+        ),
         .testTarget(name: "WarehouseTests", dependencies: ["Warehouse"]),
         .testTarget(name: "DataArchiveTests", dependencies: ["DataArchive"]),
         .testTarget(name: "PersistTests", dependencies: ["Persist", "ContentStore"]),
