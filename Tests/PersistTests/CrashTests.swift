@@ -45,7 +45,7 @@ import Testing
 
         let acknowledged = try Data(contentsOf: URL(fileURLWithPath: progressPath)).count
         try #require(acknowledged > 0, "the child was killed before its first step")
-        try Self.checkRecovered(directory, seed: seed, acknowledged: acknowledged)
+        try await onOwnThread { try Self.checkRecovered(directory, seed: seed, acknowledged: acknowledged) }
     }
 
     static func checkRecovered(_ directory: TemporaryDirectory, seed: UInt64, acknowledged: Int) throws {

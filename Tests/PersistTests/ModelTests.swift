@@ -7,7 +7,11 @@ import Testing
 /// close and reopen, where the whole history must still undo and redo to the model's states.
 @Suite struct ModelTests {
     @Test(arguments: [1, 2] as [UInt64])
-    func randomWorkMatchesTheModelThroughReopen(seed: UInt64) throws {
+    func randomWorkMatchesTheModelThroughReopen(seed: UInt64) async throws {
+        try await onOwnThread { try Self.run(seed: seed) }
+    }
+
+    static func run(seed: UInt64) throws {
         let fixture = try Fixture()
         var model = Model()
         var work = RandomWork(seed: seed)

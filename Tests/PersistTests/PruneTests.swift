@@ -7,7 +7,11 @@ import Testing
 /// steps referenced: old bodies and the pruned steps' diffs; everything the graph and the kept
 /// steps reference stays readable.
 @Suite struct PruneTests {
-    @Test func pruneThenCollectReclaimsExactlyWhatOnlyPrunedStepsReferenced() throws {
+    @Test func pruneThenCollectReclaimsExactlyWhatOnlyPrunedStepsReferenced() async throws {
+        try await onOwnThread(Self.run)
+    }
+
+    static func run() throws {
         let fixture = try Fixture()
         var model = Model()
         var work = RandomWork(seed: 7)

@@ -313,3 +313,12 @@ struct RandomWork {
         }
     }
 }
+
+/// Runs a long blocking test body on a thread of its own: Swift Testing runs synchronous tests on
+/// the cooperative pool, and minutes of durable writes there would starve the async tests that
+/// run beside them (two threads on this machine).
+func onOwnThread(_ body: @escaping @Sendable () throws -> Void) async throws {
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
+}
