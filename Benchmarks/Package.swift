@@ -38,7 +38,7 @@ let package = Package(
 
 // ordo-one benchmark suites: Benchmarks/<Name>/<Name>.swift, each `let benchmarks = { ... }`.
 let facades: [String: String] = ["Warehouse": "Warehouse", "DataArchive": "DataArchive", "Persist": "Persist"]
-for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive", "LargeData", "Persist"] {
+for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive", "LargeData", "Async", "Persist"] {
     package.targets.append(.executableTarget(
         name: name + "Benchmarks",
         dependencies: [
