@@ -11,6 +11,7 @@ let package = Package(
         // PostgreSQL + S3: its own product, so embedded users never build postgres-nio or async-http-client.
         .library(name: "ContentStoreCluster", targets: ["ContentStoreCluster"]),
         .library(name: "StateLens", targets: ["StateLens"]),
+        .library(name: "Persist", targets: ["Persist"]),
         .executable(name: "contentstore", targets: ["contentstore"]),
     ],
     dependencies: [
@@ -65,10 +66,11 @@ let package = Package(
         ),
         .target(name: "DataArchive", dependencies: ["ContentStore"]),
         .target(name: "StateLens", dependencies: ["ContentStore"]),
+        .target(name: "Persist", dependencies: ["ContentStore"]),
         .executableTarget(
             name: "contentstore",
             dependencies: [
-                "ContentStore", "Warehouse", "DataArchive", "StateLens",
+                "ContentStore", "Warehouse", "DataArchive", "StateLens", "Persist",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -88,6 +90,7 @@ let package = Package(
             dependencies: ["ContentStoreCluster", "ContentStore", .product(name: "PostgresNIO", package: "postgres-nio")]
         ),
         .testTarget(name: "StateLensTests", dependencies: ["StateLens"]),
+        .testTarget(name: "PersistTests", dependencies: ["Persist", "ContentStore"]),
         .testTarget(name: "contentstoreTests", dependencies: ["contentstore", "ContentStore"]),
     ],
     swiftLanguageModes: [.v6]

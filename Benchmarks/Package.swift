@@ -37,15 +37,17 @@ let package = Package(
 )
 
 // ordo-one benchmark suites: Benchmarks/<Name>/<Name>.swift, each `let benchmarks = { ... }`.
-let facades: [String: String] = ["Warehouse": "Warehouse", "DataArchive": "DataArchive", "StateLens": "StateLens"]
-for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive", "LargeData", "Async", "StateLens"] {
+let facades: [String: String] = ["Warehouse": "Warehouse", "DataArchive": "DataArchive", "StateLens": "StateLens", "Persist": "Persist"]
+for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive", "LargeData", "Async", "StateLens", "Persist"] {
     package.targets.append(.executableTarget(
         name: name + "Benchmarks",
         dependencies: [
             "BenchSupport",
             .product(name: "ContentStore", package: "ContentStore"),
             .product(name: "Benchmark", package: "benchmark"),
-        ] + (facades[name].map { [.product(name: $0, package: "ContentStore")] } ?? []),
+        ] + (facades[name].map { [.product(name: $0, package: "ContentStore")] } ?? [])
+            // Persist is compared with GRDB keeping its own undo table, as the original did.
+            + (name == "Persist" ? [.product(name: "GRDB", package: "GRDB.swift")] : []),
         path: "Benchmarks/\(name)",
         plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
     ))

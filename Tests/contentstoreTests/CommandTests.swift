@@ -159,7 +159,7 @@ import Testing
         let report = try demo.json()
         #expect((report["verification"] as? [String: Any])?["isClean"] as? Bool == true)
         #expect(((report["garbageCollection"] as? [String: Any])?["blobsRemoved"] as? Int ?? 0) > 0)
-        #expect((report["sections"] as? [[String: Any]])?.map { $0["title"] as? String } == ["Blobs and records", "Warehouse", "DataArchive", "StateLens", "Maintenance"])
+        #expect((report["sections"] as? [[String: Any]])?.map { $0["title"] as? String } == ["Blobs and records", "Warehouse", "DataArchive", "StateLens", "Persist", "Maintenance"])
         let demoStore = dir.url.appendingPathComponent("demo")
         #expect(FileManager.default.fileExists(atPath: demoStore.appendingPathComponent("FORMAT").path))
 

@@ -1,0 +1,371 @@
+// The record layout of one persister: the only file that knows Persist's keys and record bytes.
+// See Docs/persist.md, which gives the same layout with examples.
+//
+// Every key of a persister named N starts with `persist/<esc N>/`, where `esc` replaces `%` with
+// `%25` and `/` with `%2F`, so one persister's keys are never a prefix of another's. Below it
+// (UUIDs are `uuidString`, 36 uppercase characters, so key order is ID order):
+//
+//   head                          Head: where the history stands (absent = a fresh persister)
+//   e/<id>                        EntityRecord: the entity's name; references [body]
+//   t/<esc entityName>/<id>       empty: the type index fetchAll reads
+//   r/<source>/<esc relation>/<target>   RelationRecord: order and cascade flag
+//   b/<target>/<source>/<esc relation>   empty: the reverse index delete reads
+//   s/<position: 16 hex digits>   StepRecord: one undo step; references [diff, bodies...]
+//
+// Record values are little-endian (ContentStore's `ByteWriter`) and start with
+// `[format version: u8 = 1][kind: u8]`. Strings and byte strings are a u32 length and the bytes.
+//
+//   Head          kind 'H'  changeCount u64, nextSequence u64, first u64, cursor u64, last u64
+//   EntityRecord  kind 'E'  entityName string                     references: [body]
+//   RelationRecord kind 'R' flags u8 (bit 0: cascadeDelete), order u64, index u32
+//   StepRecord    kind 'S'  sequence u64, date (Float64 bits of timeIntervalSinceReferenceDate) u64,
+//                           hasActionName u8, [actionName string]
+//                           references: [diff blob, then every distinct digest the diff names, ascending]
+//   Diff (a blob) kind 'D'  change count u32, then per change, in key order:
+//                           key string, before: RecordImage, after: RecordImage
+//   RecordImage             present u8 (0 = no record), [value bytes, reference count u32, digests (32 bytes each)]
+//
+// A body is the entity's canonical JSON (sorted keys), stored as a blob: equal bodies are stored
+// once, and an undo step holds digests, not copies.
+import ContentStore
+import Foundation
+
+/// The keys of one persister.
+struct Layout: Sendable {
+    /// `persist/<esc name>/`.
+    let prefix: String
+
+    init(name: String) {
+        prefix = "persist/" + Names.escape(name) + "/"
+    }
+
+    var head: String { prefix + "head" }
+    var entityPrefix: String { prefix + "e/" }
+    var stepPrefix: String { prefix + "s/" }
+
+    func entity(_ id: UUID) -> String { entityPrefix + id.uuidString }
+    func typeIndexPrefix(_ entityName: String) -> String { prefix + "t/" + Names.escape(entityName) + "/" }
+    func typeIndex(_ entityName: String, _ id: UUID) -> String { typeIndexPrefix(entityName) + id.uuidString }
+
+    func relationsPrefix(from source: UUID) -> String { prefix + "r/" + source.uuidString + "/" }
+    func relationsPrefix(from source: UUID, as relation: String) -> String {
+        relationsPrefix(from: source) + Names.escape(relation) + "/"
+    }
+    func relation(from source: UUID, to target: UUID, as relation: String) -> String {
+        relationsPrefix(from: source, as: relation) + target.uuidString
+    }
+    func backlinksPrefix(to target: UUID) -> String { prefix + "b/" + target.uuidString + "/" }
+    func backlink(from source: UUID, to target: UUID, as relation: String) -> String {
+        backlinksPrefix(to: target) + source.uuidString + "/" + Names.escape(relation)
+    }
+
+    func step(_ position: UInt64) -> String {
+        let hex = String(position, radix: 16)
+        return stepPrefix + String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    /// What a key under ``prefix`` names, for undo steps' `changed` sets and for delete.
+    enum Parsed: Equatable {
+        case entity(UUID)
+        case relation(source: UUID, relation: String, target: UUID)
+        case backlink(target: UUID, source: UUID, relation: String)
+        case other
+    }
+
+    func parse(_ key: String) -> Parsed {
+        guard key.hasPrefix(prefix) else { return .other }
+        let parts = key.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
+        switch (parts.first, parts.count) {
+        case ("e", 2):
+            return UUID(uuidString: String(parts[1])).map(Parsed.entity) ?? .other
+        case ("r", 4):
+            guard let source = UUID(uuidString: String(parts[1])), let target = UUID(uuidString: String(parts[3])),
+                  let relation = Names.unescape(parts[2]) else { return .other }
+            return .relation(source: source, relation: relation, target: target)
+        case ("b", 4):
+            guard let target = UUID(uuidString: String(parts[1])), let source = UUID(uuidString: String(parts[2])),
+                  let relation = Names.unescape(parts[3]) else { return .other }
+            return .backlink(target: target, source: source, relation: relation)
+        default:
+            return .other
+        }
+    }
+}
+
+/// Names of persisters, entities and relations: non-empty UTF-8 without NUL, at most 256 bytes.
+enum Names {
+    static let maximumLength = 256
+
+    static func validate(_ name: String) throws {
+        guard !name.isEmpty, name.utf8.count <= maximumLength, !name.utf8.contains(0) else {
+            throw PersistError.invalidName(name)
+        }
+    }
+
+    static func escape(_ name: String) -> String {
+        guard name.contains(where: { $0 == "%" || $0 == "/" }) else { return name }
+        return name.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "/", with: "%2F")
+    }
+
+    static func unescape(_ escaped: Substring) -> String? {
+        guard escaped.contains("%") else { return String(escaped) }
+        return String(escaped).replacingOccurrences(of: "%2F", with: "/").replacingOccurrences(of: "%25", with: "%")
+    }
+}
+
+/// The record format's constants and its one error.
+enum RecordFormat {
+    static let version: UInt8 = 1
+    static let maximumStringLength = 1 << 24
+    /// A SHA-256 digest as stored: 32 bytes.
+    static let digestLength = 32
+
+    enum Kind: UInt8 {
+        case head = 0x48       // "H"
+        case entity = 0x45     // "E"
+        case relation = 0x52   // "R"
+        case step = 0x53       // "S"
+        case diff = 0x44       // "D"
+    }
+
+    static func corrupted(_ what: String, key: String) -> StoreError {
+        StoreError(code: .corrupted, message: "Persist record \"\(key)\" is malformed: \(what)")
+    }
+
+    static func writer(_ kind: Kind, capacity: Int = 64) -> ByteWriter {
+        var writer = ByteWriter(capacity: capacity)
+        writer.append(version)
+        writer.append(kind.rawValue)
+        return writer
+    }
+
+    /// Decodes `data` (the value of `key`, or a blob it references) as a `kind`, with `body`
+    /// reading the fields; every malformation becomes one `corrupted` error naming the key.
+    static func decode<T>(_ data: Data, as kind: Kind, key: String, _ body: (inout ByteReader) throws -> T) throws -> T {
+        try data.withUnsafeBytes { raw in
+            var reader = ByteReader(raw)
+            do {
+                let version: UInt8 = try reader.read()
+                guard version == RecordFormat.version else {
+                    throw StoreError(code: .unsupportedFormat,
+                                     message: "Persist record \"\(key)\" has format version \(version); this build reads \(RecordFormat.version)")
+                }
+                let found: UInt8 = try reader.read()
+                guard found == kind.rawValue else { throw corrupted("expected kind \(kind), found byte \(found)", key: key) }
+                let value = try body(&reader)
+                guard reader.isAtEnd else { throw corrupted("\(reader.remaining) trailing bytes", key: key) }
+                return value
+            } catch is ByteReader.OutOfBounds {
+                throw corrupted("truncated", key: key)
+            }
+        }
+    }
+}
+
+extension ByteWriter {
+    mutating func append(string: String) { appendLengthPrefixed(Array(string.utf8)) }
+}
+
+extension ByteReader {
+    mutating func readString() throws -> String {
+        let bytes = try readLengthPrefixed(limit: RecordFormat.maximumStringLength)
+        guard let string = String(validating: bytes, as: UTF8.self) else { throw OutOfBounds() }
+        return string
+    }
+}
+
+/// Where a persister's history stands. Steps are kept at positions `first...last`; those up to
+/// `cursor` are undoable (applied), those after it redoable.
+struct Head: Hashable, Sendable {
+    /// Writes, undos and redos committed so far: orders change notifications and new relations.
+    var changeCount: UInt64 = 0
+    /// The sequence the next write's step gets; sequences are never reused.
+    var nextSequence: UInt64 = 1
+    var first: UInt64 = 1
+    var cursor: UInt64 = 0
+    var last: UInt64 = 0
+
+    init() {}
+
+    init(_ record: Record?, key: String) throws {
+        guard let record else { return }
+        self = try RecordFormat.decode(record.value, as: .head, key: key) { reader in
+            var head = Head()
+            head.changeCount = try reader.read()
+            head.nextSequence = try reader.read()
+            head.first = try reader.read()
+            head.cursor = try reader.read()
+            head.last = try reader.read()
+            return head
+        }
+        guard first >= 1, cursor <= last, first <= cursor + 1 else {
+            throw RecordFormat.corrupted("history positions first \(first), cursor \(cursor), last \(last)", key: key)
+        }
+    }
+
+    var record: Record {
+        var writer = RecordFormat.writer(.head, capacity: 48)
+        for field in [changeCount, nextSequence, first, cursor, last] { writer.append(field) }
+        return Record(value: Data(writer.bytes))
+    }
+
+    var canUndo: Bool { cursor >= first }
+    var canRedo: Bool { cursor < last }
+    /// How many steps are undoable.
+    var undoableCount: Int { Int(cursor + 1 - first) }
+}
+
+/// An entity: its stored name and its body's digest.
+struct EntityRecord: Hashable, Sendable {
+    var entityName: String
+    var body: Digest
+
+    init(entityName: String, body: Digest) {
+        self.entityName = entityName
+        self.body = body
+    }
+
+    init(_ record: Record, key: String) throws {
+        entityName = try RecordFormat.decode(record.value, as: .entity, key: key) { try $0.readString() }
+        guard record.references.count == 1 else {
+            throw RecordFormat.corrupted("an entity has \(record.references.count) references", key: key)
+        }
+        body = record.references[0]
+    }
+
+    var record: Record {
+        var writer = RecordFormat.writer(.entity, capacity: 8 + entityName.utf8.count)
+        writer.append(string: entityName)
+        return Record(value: Data(writer.bytes), references: [body])
+    }
+}
+
+/// A relation: its place in relate order and whether deleting the source deletes the target.
+struct RelationRecord: Hashable, Sendable {
+    var cascadeDelete: Bool
+    /// The change count of the write that related it, then its index in that write.
+    var order: UInt64
+    var index: UInt32
+
+    private static let cascadeFlag: UInt8 = 1 << 0
+
+    init(cascadeDelete: Bool, order: UInt64, index: UInt32) {
+        self.cascadeDelete = cascadeDelete
+        self.order = order
+        self.index = index
+    }
+
+    init(_ record: Record, key: String) throws {
+        self = try RecordFormat.decode(record.value, as: .relation, key: key) { reader in
+            let flags: UInt8 = try reader.read()
+            return RelationRecord(cascadeDelete: flags & Self.cascadeFlag != 0, order: try reader.read(), index: try reader.read())
+        }
+    }
+
+    var record: Record {
+        var writer = RecordFormat.writer(.relation, capacity: 16)
+        writer.append(cascadeDelete ? Self.cascadeFlag : 0)
+        writer.append(order)
+        writer.append(index)
+        return Record(value: Data(writer.bytes))
+    }
+
+    var sortKey: (UInt64, UInt32) { (order, index) }
+}
+
+/// One undo step as stored: what the history lists, and the digest of its diff.
+struct StepRecord: Hashable, Sendable {
+    var step: UndoStep
+    var diff: Digest
+    /// Every digest the diff's records reference, so the step keeps them from collection.
+    var bodies: [Digest]
+
+    init(step: UndoStep, diff: Digest, bodies: [Digest]) {
+        self.step = step
+        self.diff = diff
+        self.bodies = bodies
+    }
+
+    init(_ record: Record, key: String) throws {
+        step = try RecordFormat.decode(record.value, as: .step, key: key) { reader in
+            let sequence: UInt64 = try reader.read()
+            let date = Date(timeIntervalSinceReferenceDate: Double(bitPattern: try reader.read()))
+            let hasActionName: UInt8 = try reader.read()
+            return UndoStep(sequence: sequence, actionName: hasActionName != 0 ? try reader.readString() : nil, date: date)
+        }
+        guard let diff = record.references.first else { throw RecordFormat.corrupted("a step has no diff", key: key) }
+        self.diff = diff
+        bodies = Array(record.references.dropFirst())
+    }
+
+    var record: Record {
+        var writer = RecordFormat.writer(.step, capacity: 32 + (step.actionName?.utf8.count ?? 0))
+        writer.append(step.sequence)
+        writer.append(step.date.timeIntervalSinceReferenceDate.bitPattern)
+        writer.append(UInt8(step.actionName == nil ? 0 : 1))
+        if let actionName = step.actionName { writer.append(string: actionName) }
+        return Record(value: Data(writer.bytes), references: [diff] + bodies)
+    }
+}
+
+/// The changes of one step: each key's record before and after it, in key order.
+struct Diff: Hashable, Sendable {
+    struct Change: Hashable, Sendable {
+        var key: String
+        var before: Record?
+        var after: Record?
+    }
+    var changes: [Change]
+
+    init(changes: [Change]) {
+        self.changes = changes
+    }
+
+    init(_ blob: Data, key: String) throws {
+        changes = try RecordFormat.decode(blob, as: .diff, key: key) { reader in
+            let count: UInt32 = try reader.read()
+            guard Int(count) <= reader.remaining else { throw ByteReader.OutOfBounds() }
+            return try (0 ..< count).map { _ in
+                Change(key: try reader.readString(), before: try Self.readImage(&reader), after: try Self.readImage(&reader))
+            }
+        }
+    }
+
+    var blob: Data {
+        var writer = RecordFormat.writer(.diff, capacity: 64 + 160 * changes.count)
+        writer.append(UInt32(changes.count))
+        for change in changes {
+            writer.append(string: change.key)
+            Self.write(change.before, to: &writer)
+            Self.write(change.after, to: &writer)
+        }
+        return Data(writer.bytes)
+    }
+
+    /// Every digest the records reference, once each, ascending.
+    var digests: [Digest] {
+        var all = Set<Digest>()
+        for change in changes {
+            all.formUnion(change.before?.references ?? [])
+            all.formUnion(change.after?.references ?? [])
+        }
+        return all.sorted()
+    }
+
+    private static func write(_ record: Record?, to writer: inout ByteWriter) {
+        guard let record else { return writer.append(UInt8(0)) }
+        writer.append(UInt8(1))
+        writer.appendLengthPrefixed(record.value)
+        writer.append(UInt32(record.references.count))
+        for digest in record.references { writer.append(digest) }
+    }
+
+    private static func readImage(_ reader: inout ByteReader) throws -> Record? {
+        let present: UInt8 = try reader.read()
+        guard present != 0 else { return nil }
+        let value = Data(try reader.readLengthPrefixed(limit: reader.remaining))
+        let count: UInt32 = try reader.read()
+        guard Int(count) <= reader.remaining / RecordFormat.digestLength else { throw ByteReader.OutOfBounds() }
+        return Record(value: value, references: try (0 ..< count).map { _ in try reader.readDigest() })
+    }
+}
