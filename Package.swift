@@ -8,11 +8,17 @@ let package = Package(
         .library(name: "ContentStore", targets: ["ContentStore"]),
         .library(name: "Warehouse", targets: ["Warehouse"]),
         .library(name: "DataArchive", targets: ["DataArchive"]),
+        .library(name: "Sync", targets: ["Sync"]),
         .executable(name: "contentstore", targets: ["contentstore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // Sync only: the HTTP server and client.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
     ],
     targets: [
         .systemLibrary(
@@ -40,11 +46,25 @@ let package = Package(
         ),
         .target(name: "Warehouse", dependencies: ["ContentStore"]),
         .target(name: "DataArchive", dependencies: ["ContentStore"]),
+        .target(
+            name: "Sync",
+            dependencies: [
+                "ContentStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "contentstore",
             dependencies: [
-                "ContentStore", "Warehouse", "DataArchive",
+                "ContentStore", "Warehouse", "DataArchive", "Sync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -53,6 +73,10 @@ let package = Package(
         .testTarget(name: "ContentStoreTests", dependencies: ["ContentStore"]),
         .testTarget(name: "WarehouseTests", dependencies: ["Warehouse"]),
         .testTarget(name: "DataArchiveTests", dependencies: ["DataArchive"]),
+        // The killed-client test's workload (Tests/SyncTests); not a product.
+        .executableTarget(name: "SyncWorkload", dependencies: ["Sync", "ContentStore"], path: "Tests/SyncWorkload"),
+        .testTarget(name: "SyncTests", dependencies: ["Sync", "ContentStore",
+                                                      .product(name: "AsyncHTTPClient", package: "async-http-client")]),
         .testTarget(name: "contentstoreTests", dependencies: ["contentstore", "ContentStore"]),
     ],
     swiftLanguageModes: [.v6]

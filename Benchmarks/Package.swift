@@ -37,8 +37,8 @@ let package = Package(
 )
 
 // ordo-one benchmark suites: Benchmarks/<Name>/<Name>.swift, each `let benchmarks = { ... }`.
-let facades: [String: String] = ["Warehouse": "Warehouse", "DataArchive": "DataArchive"]
-for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive", "LargeData"] {
+let facades: [String: String] = ["Warehouse": "Warehouse", "DataArchive": "DataArchive", "Sync": "Sync"]
+for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive", "LargeData", "Sync"] {
     package.targets.append(.executableTarget(
         name: name + "Benchmarks",
         dependencies: [
