@@ -3,7 +3,7 @@ SWIFT        ?= swift
 APT_PACKAGES := libzstd-dev libssl-dev pkg-config
 STORE        ?= $(or $(CONTENTSTORE_PATH),./contentstore-data)
 
-.PHONY: deps build release test run clean bench compare
+.PHONY: deps build release test run clean bench compare consumer-check
 
 # Installs the C libraries through apt when pkg-config cannot find them (fresh Debian machines).
 deps:
@@ -27,6 +27,12 @@ test: deps
 	$(CC) -O2 -Wall -Wextra -DCS_EVENT_CONDVAR -ISources/CContentStoreSupport/include -o .build/eventcount-condvar-stress \
 		Tests/Portability/eventcount_condvar_stress.c Sources/CContentStoreSupport/eventcount.c -lpthread
 	.build/eventcount-condvar-stress
+	$(MAKE) consumer-check
+
+# A scratch package depending on a tagged clone of this repository (file:// URL, `from:`) resolves
+# and builds: ContentStore works as a versioned dependency (no unsafeFlags). Checks the committed HEAD.
+consumer-check:
+	SWIFT=$(SWIFT) Tests/Packaging/consumer-check.sh
 
 run: release
 	$(SWIFT) run -c release --skip-build contentstore demo --store "$(STORE)"

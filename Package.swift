@@ -31,10 +31,9 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
         ),
-        .target(
-            name: "CContentStoreSupport",
-            cSettings: [.unsafeFlags(["-O3"])]
-        ),
+        // No unsafeFlags: a package that uses them cannot be a versioned dependency. The CRC32C's
+        // SSE4.2 path is chosen at run time by attribute, so it needs no compiler flag.
+        .target(name: "CContentStoreSupport"),
         .target(
             name: "ContentStore",
             dependencies: [

@@ -60,6 +60,7 @@ extension Store {
         var total: UInt64 = 0
         var atEnd = false
         while !atEnd {
+            try CancellationToken.checkCancellation()  // between batches: what was stored is unreferenced garbage
             let batch = try [UInt8](unsafeUninitializedCapacity: carry.count + Self.chunkingBatchSize) { buffer, count in
                 let raw = UnsafeMutableRawBufferPointer(buffer)
                 carry.withUnsafeBytes { raw.copyMemory(from: $0) }
@@ -407,6 +408,7 @@ extension Store {
     private func walk(_ node: ManifestNode, of root: Digest, verify: Bool, hasher: inout SHA256.Hasher, _ body: (Data) throws -> Void) throws {
         for entry in node.entries {
             try checkOpen()
+            try CancellationToken.checkCancellation()
             if node.level == 0 {
                 let chunk = try readChunk(entry, of: root, verify: verify)
                 if verify { chunk.withUnsafeBytes { hasher.update($0) } }

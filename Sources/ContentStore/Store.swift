@@ -47,6 +47,8 @@ public final class Store: Sendable {
     /// Serializes checkpoints and collections with each other.
     let maintenance = Mutex<Void>(())
     let background: BackgroundWork
+    /// The threads the async API runs blocking work on (Async/IOThreadPool.swift).
+    let ioThreads = IOThreadPool()
     /// The latest time ``nowSeconds`` returned, so it never goes backward (see there).
     private let clockFloor = Atomic<UInt32>(0)
 

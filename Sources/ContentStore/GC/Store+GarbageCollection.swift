@@ -89,6 +89,7 @@ extension Store {
         var pretendedDrops: [PretendedDrop] = []
         progress?(MaintenanceProgress(phase: .droppingBlobs, completed: 0, total: candidates.count))
         for start in stride(from: 0, to: candidates.count, by: Store.collectionBatchSize) {
+            try CancellationToken.checkCancellation()  // between batches: earlier drops stand, the store is consistent
             let batch = Array(candidates[start ..< min(start + Store.collectionBatchSize, candidates.count)])
             let children = childrenOfManifestNodes(among: batch)
             let (chosen, lsn) = try core.withLock { core -> ([(digest: Digest, entry: BlobEntry)], UInt64?) in
@@ -181,6 +182,7 @@ extension Store {
         for (index, pack) in listed.enumerated() {
             defer { progress?(MaintenanceProgress(phase: .compactingPacks, completed: index + 1, total: listed.count)) }
             try checkOpen()
+            try CancellationToken.checkCancellation()
             // Entries still on their way into the index would look dead; judge the pack next time.
             guard pack != active, !packs.hasUnsettledAppends(pack), let size = packs.size(of: pack), let file = packs.file(pack) else {
                 continue

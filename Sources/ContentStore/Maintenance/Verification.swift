@@ -204,6 +204,7 @@ extension Store {
             if index % 1024 == 1023 {
                 // close() waits for this; stop promptly instead of finishing a long read.
                 try checkOpen()
+                try CancellationToken.checkCancellation()
                 progress?(MaintenanceProgress(phase: .checkingBlobs, completed: index + 1, total: ordered.count))
             }
             let location = entry.location

@@ -126,9 +126,9 @@ extension Reliability {
                 do {
                     let opened = try Store(at: store)
                     recovered = try allRecords(opened)
-                    let report = try opened.verify(VerificationOptions(readData: true))
+                    let report = try await opened.verify(VerificationOptions(readData: true))
                     #expect(report.isClean, "\(label): \(report.problems)")
-                    try opened.close()
+                    try await opened.close()
                 } catch {
                     Issue.record("\(label): \(error)")
                     break
