@@ -35,15 +35,13 @@ public final class SyncClient: Sendable {
 
     /// Stores a version locally and durably at once, marked pending; pushed when online.
     public func persist(_ object: SyncObject) async throws {
-        let engine = engine
-        try await blocking { try engine.persist(object) }
+        try await engine.persist(object)
         background?.wake()
     }
 
     /// Deletes an object locally (a tombstone, pending); pushed when online.
     public func delete(container: String, id: String) async throws {
-        let engine = engine
-        try await blocking { try engine.delete(container: container, id: id) }
+        try await engine.delete(container: container, id: id)
         background?.wake()
     }
 
@@ -82,8 +80,7 @@ public final class SyncClient: Sendable {
     /// Keeping the local version pushes it again as a new change on top of the server's; not keeping
     /// it drops it. Throws `conflictNotFound` when the conflict is no longer kept.
     public func resolve(_ conflict: SyncConflict, keepingLocal: Bool) async throws {
-        let engine = engine
-        try await blocking { try engine.resolve(conflict, keepingLocal: keepingLocal) }
+        try await engine.resolve(conflict, keepingLocal: keepingLocal)
         if keepingLocal { background?.wake() }
     }
 }

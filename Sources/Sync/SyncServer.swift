@@ -51,14 +51,12 @@ public final class SyncServer: Sendable {
     /// Stores `object` as the server's own change (the same write a client's push makes, but never
     /// overruled) and announces it. Returns it with its revision.
     public func persist(_ object: SyncObject) async throws -> SyncObject {
-        let engine = engine
-        return try await blocking { try engine.write(object) }
+        try await engine.write(object)
     }
 
     /// Deletes an object: a tombstone every client pulls, dropped once all have.
     public func delete(container: String, id: String) async throws {
-        let engine = engine
-        _ = try await blocking { try engine.write(.tombstone(container: container, id: id, revision: nil)) }
+        _ = try await engine.write(.tombstone(container: container, id: id, revision: nil))
     }
 
     /// Drops the tombstones every known client has pulled past (forgetting clients silent longer
@@ -66,8 +64,7 @@ public final class SyncServer: Sendable {
     /// Returns how many tombstones went.
     @discardableResult
     public func collectTombstones() async throws -> Int {
-        let engine = engine
-        return try await blocking { try engine.collectTombstones() }
+        try await engine.collectTombstones()
     }
 
     /// Blob uploads that added bytes the store did not hold, since this server was created.

@@ -18,7 +18,7 @@ struct SyncExactlyOnceTests {
         #expect(transport.pushes.load(ordering: .relaxed) == 2)   // the lost one and its retry
         #expect(report.pushed == 1)
         #expect(try a.pendingCount == 0)
-        #expect(try server.server.engine.sequence == 1)
+        #expect(try await server.server.engine.sequence == 1)
         #expect(try a.object(container: "notes", id: "x")?.revision == 1)
     }
 
@@ -39,7 +39,7 @@ struct SyncExactlyOnceTests {
         let b = try fixture.client(try fixture.store("b"), server.url, "b")
         _ = try await b.sync()
         #expect(try b.object(container: "notes", id: "x")?.text == "second")
-        #expect(try server.server.engine.sequence == 2)
+        #expect(try await server.server.engine.sequence == 2)
     }
 
     @Test func aServerRestartMidPushLosesNothingAndDuplicatesNothing() async throws {
@@ -63,7 +63,7 @@ struct SyncExactlyOnceTests {
         #expect(report.pushed == 5)
         #expect(report.conflicts == 0)
         #expect(try a.pendingCount == 0)
-        #expect(try second.server.engine.sequence == 5)
+        #expect(try await second.server.engine.sequence == 5)
         let b = try fixture.client(try fixture.store("b"), second.url, "b")
         #expect(try await b.sync().pulled == 5)
         #expect(try b.objects(in: "notes") == a.objects(in: "notes"))

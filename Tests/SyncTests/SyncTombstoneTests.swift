@@ -26,10 +26,10 @@ struct SyncTombstoneTests {
         // Not every client has told the server it pulled past the tombstone yet (a pull reports
         // where it started): the tombstone stays until they have.
         #expect(try await server.server.collectTombstones() == 0)
-        #expect(try serverStore.keys(withPrefix: Keys.serverObjects).count == 2)
+        #expect(try await serverStore.keys(withPrefix: Keys.serverObjects).count == 2)
         for client in clients { _ = try await client.sync() }
         #expect(try await server.server.collectTombstones() == 1)
-        #expect(try serverStore.keys(withPrefix: Keys.serverObjects).count == 1)
+        #expect(try await serverStore.keys(withPrefix: Keys.serverObjects).count == 1)
         // Those clients are not behind the floor: no resync, nothing changes.
         for client in clients { #expect(try await client.sync().pulled == 0) }
     }

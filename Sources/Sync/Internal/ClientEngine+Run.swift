@@ -16,7 +16,7 @@ extension ClientEngine {
 
     private func run(_ container: String?) async throws -> SyncReport {
         let meter = Meter()
-        let bound = try await blocking { [self] in try ClientState(store.record(forKey: keys.state), key: keys.state).nextMutation }
+        let bound = try await ClientState(store.record(forKey: keys.state), key: keys.state).nextMutation
         var report = SyncReport()
         do {
             let (pushed, conflicts) = try await retrying { try await self.push(container, below: bound, meter: meter) }
@@ -41,7 +41,7 @@ extension ClientEngine {
         var skipped: Set<String> = []
         while true {
             let done = skipped
-            let batch = try await blocking { [self] in try pendingBatch(container, below: bound, skipping: done) }
+            let batch = try await pendingBatch(container, below: bound, skipping: done)
             guard !batch.isEmpty else { return (pushed, conflicts) }
             let refused = try await uploadMissingBlobs(of: batch, meter: meter)
             let sendable = batch.filter { refused[$0.object.place] == nil }
@@ -55,7 +55,7 @@ extension ClientEngine {
                 skipped.insert(place)
             }
             guard !sendable.isEmpty else { continue }
-            let acknowledged = try await blocking { [self] in try ClientState(store.record(forKey: keys.state), key: keys.state).acknowledged }
+            let acknowledged = try await ClientState(store.record(forKey: keys.state), key: keys.state).acknowledged
             let request = PushRequest(client: clientID, acknowledged: acknowledged, mutations: sendable.map {
                 PushRequest.Mutation(mutation: $0.pending.mutation, base: $0.pending.base, object: WireObject($0.object))
             })
@@ -78,9 +78,9 @@ extension ClientEngine {
     }
 
     /// Up to one batch of pending changes in mutation order, each with the local version to send.
-    private func pendingBatch(_ container: String?, below bound: UInt64, skipping skipped: Set<String>) throws -> [PendingItem] {
+    private func pendingBatch(_ container: String?, below bound: UInt64, skipping skipped: Set<String>) async throws -> [PendingItem] {
         let prefix = keys.pending + (container.map { Keys.place(container: $0, id: "") } ?? "")
-        return try store.read { snapshot in
+        return try await store.read { [self] snapshot in
             var items: [PendingItem] = []
             for key in try snapshot.keys(withPrefix: prefix) {
                 let place = String(key.dropFirst(keys.pending.count))
@@ -110,7 +110,7 @@ extension ClientEngine {
         var refused: [String: (status: Int, message: String)] = [:]
         for hex in missing.digests {
             guard let digest = Digest(hex: hex) else { throw protocolViolation("/v1/blobs/missing named \"\(hex.prefix(80))\"") }
-            let data = try await blocking { [self] in try store.get(digest) }
+            let data = try await store.get(digest)
             let upload = try await exchange(TransportRequest(method: "PUT", path: "/v1/blobs/\(hex)", body: data), meter: meter)
             guard upload.status != 200, upload.status != 201 else { continue }
             let message = (try? Wire.decode(WireError.self, from: upload.body).error) ?? "status \(upload.status)"
@@ -142,8 +142,7 @@ extension ClientEngine {
             servers[result.mutation] = stored
         }
         let fetched = servers
-        let (pushed, newConflicts) = try await blocking { [self] in
-            try store.write { transaction -> (Int, [SyncConflict.Reason: [StoredConflict]]) in
+        let (pushed, newConflicts) = try await store.write { [self] transaction -> (Int, [SyncConflict.Reason: [StoredConflict]]) in
                 var pushed = 0
                 var conflicts: [SyncConflict.Reason: [StoredConflict]] = [:]
                 var state = try ClientState(transaction.record(forKey: keys.state), key: keys.state)
@@ -158,15 +157,12 @@ extension ClientEngine {
                 }
                 try transaction.setRecord(state.record, forKey: keys.state)
                 return (pushed, conflicts)
-            }
         }
         let kept = newConflicts.values.flatMap { $0 }
         for conflict in kept {
-            let reported = try await blocking { [self] in
-                try store.read { snapshot in
-                    SyncConflict(local: try materialize(conflict.local, from: snapshot),
-                                 server: try conflict.server.map { try materialize($0, from: snapshot) }, reason: conflict.reason)
-                }
+            let reported = try await store.read { [self] snapshot in
+                SyncConflict(local: try materialize(conflict.local, from: snapshot),
+                             server: try conflict.server.map { try materialize($0, from: snapshot) }, reason: conflict.reason)
             }
             events.send(.conflict(reported))
             events.send(.changed(container: conflict.local.container, ids: [conflict.local.id]))
@@ -221,11 +217,10 @@ extension ClientEngine {
     /// commit. Objects with a pending change keep their local version: its push decides.
     private func pull(_ container: String?, meter: Meter) async throws -> Int {
         let cursorKey = container.map { keys.cursor($0) }
-        var cursor = try await blocking { [self] in
-            let state = try ClientState(store.record(forKey: keys.state), key: keys.state)
-            let own = try cursorKey.map { try ContainerCursor.cursor(store.record(forKey: $0), key: $0) } ?? 0
-            return max(state.cursor, own)
-        }
+        let state = try await ClientState(store.record(forKey: keys.state), key: keys.state)
+        var own: UInt64 = 0
+        if let cursorKey { own = try await ContainerCursor.cursor(store.record(forKey: cursorKey), key: cursorKey) }
+        var cursor = max(state.cursor, own)
         var pulled = 0
         var resyncing = false
         var seen: Set<String> = []
@@ -244,12 +239,10 @@ extension ClientEngine {
             let changes = try page.changes.map { try $0.stored() }
             try await fetchBlobs(changes.flatMap(\.digests), meter: meter)
             let next = page.sequence
-            let changed = try await blocking { [self] in
-                try store.write { transaction in
-                    let changed = try changes.filter { try applyPulled($0, in: &transaction) }
-                    try advance(to: next, cursorKey: cursorKey, in: &transaction)
-                    return changed
-                }
+            let changed = try await store.write { [self] transaction in
+                let changed = try changes.filter { try applyPulled($0, in: &transaction) }
+                try advance(to: next, cursorKey: cursorKey, in: &transaction)
+                return changed
             }
             pulled += changed.count
             if resyncing { seen.formUnion(changes.map(\.place)) }
@@ -294,8 +287,7 @@ extension ClientEngine {
     /// were dropped while this client was away), keeping every pending change.
     private func dropVanished(_ container: String?, keeping seen: Set<String>) async throws -> Int {
         let prefix = keys.objects + (container.map { Keys.place(container: $0, id: "") } ?? "")
-        let dropped = try await blocking { [self] in
-            try store.write { transaction -> [StoredObject] in
+        let dropped = try await store.write { [self] transaction -> [StoredObject] in
                 var dropped: [StoredObject] = []
                 for key in try transaction.keys(withPrefix: prefix) {
                     let place = String(key.dropFirst(keys.objects.count))
@@ -308,7 +300,6 @@ extension ClientEngine {
                     dropped.append(stored)
                 }
                 return dropped
-            }
         }
         for (changedContainer, objects) in Dictionary(grouping: dropped, by: \.container) {
             events.send(.changed(container: changedContainer, ids: objects.map(\.id)))
@@ -320,12 +311,11 @@ extension ClientEngine {
 
     /// Downloads the blobs the local store lacks, checking each against its digest.
     private func fetchBlobs(_ digests: [Digest], meter: Meter) async throws {
-        let store = store
-        let lacking = try await blocking { Array(Set(digests)).filter { !store.contains($0) } }
+        let lacking = Set(digests).filter { !store.contains($0) }
         for digest in lacking {
             let response = try await exchange(TransportRequest(method: "GET", path: "/v1/blobs/\(digest.hex)"), meter: meter)
             guard response.status == 200 else { throw failure(response, "/v1/blobs/\(digest.hex)") }
-            let stored = try await blocking { try store.put(response.body) }
+            let stored = try await store.put(response.body)
             guard stored == digest else {
                 throw protocolViolation("the server sent bytes hashing to \(stored) for blob \(digest)")
             }

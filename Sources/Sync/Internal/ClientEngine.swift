@@ -31,24 +31,24 @@ final class ClientEngine: Sendable {
 
     // MARK: Local changes
 
-    func persist(_ object: SyncObject) throws {
+    func persist(_ object: SyncObject) async throws {
         try Names.check(object)
         var stored = StoredObject(container: object.container, id: object.id, revision: nil, isDeleted: false, author: "",
-                                  body: try store.put(object.body), attachments: [:])
-        for (name, data) in object.attachments { stored.attachments[name] = try store.put(data) }
-        try commitLocal(stored)
+                                  body: try await store.put(object.body), attachments: [:])
+        for (name, data) in object.attachments { stored.attachments[name] = try await store.put(data) }
+        try await commitLocal(stored)
     }
 
-    func delete(container: String, id: String) throws {
+    func delete(container: String, id: String) async throws {
         try Names.check(container: container, id: id)
-        try commitLocal(.tombstone(container: container, id: id, revision: nil, author: ""))
+        try await commitLocal(.tombstone(container: container, id: id, revision: nil, author: ""))
     }
 
     /// Stores a local version as pending, with the next mutation ID, in one commit.
-    private func commitLocal(_ version: StoredObject) throws {
-        var version = version
+    private func commitLocal(_ version: StoredObject) async throws {
         let objectKey = keys.objects + version.place, pendingKey = keys.pending + version.place
-        try store.write { transaction in
+        try await store.write { [keys] transaction in
+            var version = version
             var state = try ClientState(transaction.record(forKey: keys.state), key: keys.state)
             let current = try transaction.record(forKey: objectKey).map {
                 try StoredObject($0, container: version.container, id: version.id, key: objectKey)
@@ -113,10 +113,10 @@ final class ClientEngine: Sendable {
 
     /// Keeping the local version makes it a new pending change on top of what the server holds;
     /// dropping it forgets it. Either way the conflict goes, in the same commit.
-    func resolve(_ conflict: SyncConflict, keepingLocal: Bool) throws {
+    func resolve(_ conflict: SyncConflict, keepingLocal: Bool) async throws {
         let place = Keys.place(container: conflict.local.container, id: conflict.local.id)
         let conflictKey = keys.conflicts + place, objectKey = keys.objects + place, pendingKey = keys.pending + place
-        try store.write { transaction in
+        try await store.write { [keys] transaction in
             guard let record = try transaction.record(forKey: conflictKey) else {
                 throw SyncError(code: .conflictNotFound, message: "no conflict is kept for \(conflict.local.container)/\(conflict.local.id)")
             }

@@ -4,7 +4,7 @@ import Hummingbird
 import NIOCore
 
 /// The HTTP API of Docs/sync.md, mapped onto the server engine. Every Store call runs on the
-/// blocking pool; every failure is a status with a JSON `{"error": ...}` body naming the cause.
+/// Store's async twins (its own I/O threads); every failure is a status with a JSON `{"error": ...}` body naming the cause.
 struct Routes: Sendable {
     let engine: ServerEngine
 
@@ -30,7 +30,7 @@ struct Routes: Sendable {
             let list = try await decode(DigestList.self, request)
             let digests = try list.digests.map { try digest($0) }
             let engine = engine
-            let missing = try await blocking { engine.missing(digests) }
+            let missing = engine.missing(digests)
             return try json(DigestList(digests: missing.map(\.hex)))
         }
     }
@@ -44,7 +44,7 @@ struct Routes: Sendable {
             }
             let data = try await body(request, limit: limit, what: "blob \(claimed)")
             let engine = engine
-            let isNew = try await blocking { try engine.receive(data, claimed: claimed) }
+            let isNew = try await engine.receive(data, claimed: claimed)
             return Response(status: isNew ? .created : .ok)
         }
     }
@@ -53,7 +53,7 @@ struct Routes: Sendable {
         try await handling {
             let wanted = try digest(context.parameters.get("digest") ?? "")
             let engine = engine
-            guard let data = try await blocking({ try engine.blob(wanted) }) else {
+            guard let data = try await engine.blob(wanted) else {
                 throw HTTPFailure(status: 404, "no blob \(wanted)")
             }
             var headers = HTTPFields()
@@ -67,7 +67,7 @@ struct Routes: Sendable {
             let push = try await decode(PushRequest.self, request)
             let engine = engine
             do {
-                return try json(try await blocking { try engine.push(push) })
+                return try json(try await engine.push(push))
             } catch let missing as MissingBlobs {
                 return try json(missing, status: .conflict)
             }
@@ -87,7 +87,7 @@ struct Routes: Sendable {
             let container = query["container"].map(String.init)
             let engine = engine, from = since
             do {
-                return try json(try await blocking { try engine.pull(client: client, since: from, container: container, limit: limit) })
+                return try json(try await engine.pull(client: client, since: from, container: container, limit: limit))
             } catch let error as SyncError where error.code == .invalidArgument {
                 throw HTTPFailure(status: 400, error.message)
             }
@@ -102,7 +102,7 @@ struct Routes: Sendable {
             }
             try Names.check(container: container, id: id)
             let engine = engine
-            guard let object = try await blocking({ try engine.object(container: container, id: id) }) else {
+            guard let object = try await engine.object(container: container, id: id) else {
                 throw HTTPFailure(status: 404, "no object \(container)/\(id)")
             }
             return try json(WireObject(object))
@@ -113,7 +113,7 @@ struct Routes: Sendable {
     private func events(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let updates = engine.announcements.subscribe()
         let engine = engine
-        let current = try await blocking { try engine.sequence }
+        let current = try await engine.sequence
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-cache"

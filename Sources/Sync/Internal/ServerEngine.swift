@@ -32,20 +32,20 @@ final class ServerEngine: Sendable {
     }
 
     /// Stores an uploaded blob after checking that its bytes hash to `claimed`; returns whether it was new.
-    func receive(_ data: Data, claimed: Digest) throws -> Bool {
+    func receive(_ data: Data, claimed: Digest) async throws -> Bool {
         let actual = Digest.sha256(data)
         guard actual == claimed else {
             throw HTTPFailure(status: 400, "blob \(claimed) has bytes whose SHA-256 is \(actual)")
         }
         let isNew = !store.contains(claimed)
-        try store.put(data)
+        try await store.put(data)
         if isNew { uploads.add(1, ordering: .relaxed) }
         return isNew
     }
 
-    func blob(_ digest: Digest) throws -> Data? {
+    func blob(_ digest: Digest) async throws -> Data? {
         do {
-            return try store.get(digest)
+            return try await store.get(digest)
         } catch let error as StoreError where error.code == .notFound {
             return nil
         }
@@ -53,7 +53,7 @@ final class ServerEngine: Sendable {
 
     // MARK: Push
 
-    func push(_ request: PushRequest) throws -> PushResponse {
+    func push(_ request: PushRequest) async throws -> PushResponse {
         try Names.check(clientID: request.client)
         var prepared: [(PushRequest.Mutation, Result<StoredObject, SyncError>)] = []
         var digests: [Digest] = []
@@ -69,7 +69,7 @@ final class ServerEngine: Sendable {
         let now = configuration.now()
         let response: PushResponse
         do {
-            response = try store.write { transaction in
+            response = try await store.write { [prepared] transaction in
                 try Self.apply(prepared, from: request.client, acknowledged: request.acknowledged, now: now, in: &transaction)
             }
         } catch let error as StoreError where error.code == .missingBlob {
@@ -148,15 +148,17 @@ final class ServerEngine: Sendable {
     // MARK: The server's own writes
 
     /// Writes `object` as the server's own change: the server is always right, so no base is checked.
-    func write(_ object: SyncObject) throws -> SyncObject {
+    func write(_ object: SyncObject) async throws -> SyncObject {
         try Names.check(object)
-        var stored = StoredObject.tombstone(container: object.container, id: object.id, revision: nil, author: "")
+        var version = StoredObject.tombstone(container: object.container, id: object.id, revision: nil, author: "")
         if !object.isDeleted {
-            stored.isDeleted = false
-            stored.body = try store.put(object.body)
-            for (name, data) in object.attachments { stored.attachments[name] = try store.put(data) }
+            version.isDeleted = false
+            version.body = try await store.put(object.body)
+            for (name, data) in object.attachments { version.attachments[name] = try await store.put(data) }
         }
-        let revision = try store.write { transaction in
+        let unnumbered = version
+        let revision = try await store.write { transaction in
+            var stored = unnumbered
             var meta = try ServerMeta(transaction.record(forKey: Keys.serverMeta))
             let current = try Self.currentObject(object.container, object.id, in: transaction)
             meta.sequence += 1
@@ -174,14 +176,14 @@ final class ServerEngine: Sendable {
     // MARK: Pull
 
     /// The current version of one object (a tombstone while it is kept); nil when there is none.
-    func object(container: String, id: String) throws -> StoredObject? {
+    func object(container: String, id: String) async throws -> StoredObject? {
         let key = Keys.serverObjects + Keys.place(container: container, id: id)
-        return try store.record(forKey: key).map { try StoredObject($0, container: container, id: id, key: key) }
+        return try await store.record(forKey: key).map { try StoredObject($0, container: container, id: id, key: key) }
     }
 
-    func pull(client clientID: String?, since: UInt64, container: String?, limit: Int) throws -> PullResponse {
+    func pull(client clientID: String?, since: UInt64, container: String?, limit: Int) async throws -> PullResponse {
         if let clientID { try Names.check(clientID: clientID) }
-        let response = try store.read { snapshot -> PullResponse in
+        let response = try await store.read { snapshot -> PullResponse in
             let meta = try ServerMeta(snapshot.record(forKey: Keys.serverMeta))
             guard since == 0 || since >= meta.floor else {
                 return PullResponse(changes: [], sequence: 0, more: false, resync: true)
@@ -207,15 +209,15 @@ final class ServerEngine: Sendable {
             }
             return PullResponse(changes: changes, sequence: meta.sequence, more: false, resync: false)
         }
-        if let clientID, container == nil, !response.resync { try noteProgress(of: clientID, pulled: since) }
+        if let clientID, container == nil, !response.resync { try await noteProgress(of: clientID, pulled: since) }
         return response
     }
 
     /// Records that `clientID` holds every change up to `pulled`, and that it is alive.
-    private func noteProgress(of clientID: String, pulled: UInt64) throws {
+    private func noteProgress(of clientID: String, pulled: UInt64) async throws {
         let key = Keys.serverClient(clientID)
         let now = configuration.now()
-        try store.write { transaction in
+        try await store.write { transaction in
             var client = try transaction.record(forKey: key).map { try ServerClient($0, key: key) } ?? ServerClient(lastSeen: now)
             client.lastSeen = now
             client.pulled = max(client.pulled, pulled)
@@ -228,10 +230,10 @@ final class ServerEngine: Sendable {
     /// Forgets clients silent longer than the retention, then drops the tombstones every remaining
     /// client has pulled past, in one commit. Returns how many tombstones went.
     @discardableResult
-    func collectTombstones() throws -> Int {
+    func collectTombstones() async throws -> Int {
         let now = configuration.now()
         let retention = TimeInterval(configuration.clientRetention.components.seconds)
-        return try store.write { transaction in
+        return try await store.write { transaction in
             var meta = try ServerMeta(transaction.record(forKey: Keys.serverMeta))
             var horizon = meta.sequence
             for key in try transaction.keys(withPrefix: Keys.serverClients) {
@@ -267,7 +269,7 @@ final class ServerEngine: Sendable {
     }
 
     var sequence: UInt64 {
-        get throws { try ServerMeta(store.record(forKey: Keys.serverMeta)).sequence }
+        get async throws { try await ServerMeta(store.record(forKey: Keys.serverMeta)).sequence }
     }
 }
 
