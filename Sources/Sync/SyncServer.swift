@@ -9,8 +9,9 @@ import Synchronization
 /// Serves a `Store` to ``SyncClient``s over HTTP (the API in Docs/sync.md); the server is always right.
 ///
 /// Run it with ``run()`` in a task (or in a ServiceLifecycle `ServiceGroup`: it is a `Service`);
-/// it serves until that task is cancelled or the group shuts down. Several servers may run one
-/// after another on one store (a restart): everything they hold is in the store.
+/// it serves until that task is cancelled or the group shuts down. It may run again afterwards, and
+/// several servers may run one after another on one store (a restart): everything they hold is in
+/// the store.
 public final class SyncServer: Sendable {
     let engine: ServerEngine
     private let binding = PortBinding()
@@ -22,12 +23,14 @@ public final class SyncServer: Sendable {
 
     /// Listens on the configured host and port and serves until the calling task is cancelled (or,
     /// in a ServiceGroup, until graceful shutdown). Tombstones are collected every
-    /// `tombstoneCleanupInterval` meanwhile.
+    /// `tombstoneCleanupInterval` meanwhile. Run again, a server configured with port 0 listens on
+    /// the port its previous run had, so its clients find it again.
     public func run() async throws {
         let configuration = engine.configuration
+        let port = configuration.port != 0 ? configuration.port : binding.reset() ?? 0
         let application = Application(
             router: Routes(engine: engine).router(),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "ContentStore-Sync"),
+            configuration: .init(address: .hostname(configuration.host, port: port), serverName: "ContentStore-Sync"),
             onServerRunning: { [binding] channel in binding.bound(channel.localAddress?.port ?? 0) },
             logger: configuration.logger)
         defer { engine.announcements.finish() }
@@ -92,6 +95,21 @@ private final class PortBinding: Sendable {
         case failed(any Error)
     }
     private let state = Mutex(State.waiting([]))
+
+    /// A new run: callers asking for the port from now on wait for its binding. Returns the port
+    /// the previous run had bound, if any.
+    func reset() -> Int? {
+        state.withLock { state in
+            var previous: Int?
+            switch state {
+            case .waiting: return nil
+            case let .bound(port): previous = port
+            case .failed: previous = nil
+            }
+            state = .waiting([])
+            return previous
+        }
+    }
 
     func bound(_ port: Int) {
         let waiters = state.withLock { state -> [CheckedContinuation<Int, any Error>] in

@@ -69,3 +69,29 @@ struct SyncExactlyOnceTests {
         #expect(try b.objects(in: "notes") == a.objects(in: "notes"))
     }
 }
+
+@Suite("Sync: one server run after another")
+struct SyncServerRestartTests {
+    @Test func theSameServerRunsAgainOnItsPort() async throws {
+        let fixture = SyncFixture()
+        let server = SyncServer(store: try fixture.store("server"))
+        var running = Task { try await server.run() }
+        let port = try await server.port
+        let a = try fixture.client(try fixture.store("a"), URL(string: "http://127.0.0.1:\(port)")!, "a")
+        try await a.persist(.note("x", "before"))
+        #expect(try await a.sync().pushed == 1)
+        running.cancel()
+        _ = await running.result
+        try await a.persist(.note("y", "while down"))
+        await #expect(throws: SyncError.self) { try await a.sync() }
+
+        _ = try await server.persist(.note("z", "written on the server while it does not listen"))
+        running = Task { try await server.run() }
+        defer { running.cancel() }
+        #expect(try await server.port > 0)
+        let report = try await a.sync()
+        #expect(report.pushed == 1)
+        #expect(report.pulled == 1)
+        #expect(try a.objects(in: "notes").map(\.id) == ["x", "y", "z"])
+    }
+}

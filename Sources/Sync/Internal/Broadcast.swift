@@ -8,7 +8,6 @@ final class Broadcast<Value: Sendable>: Sendable {
     private struct State {
         var next = 0
         var subscribers: [Int: AsyncStream<Value>.Continuation] = [:]
-        var isFinished = false
     }
     private let state = Mutex(State())
     private let bufferLimit: Int
@@ -18,15 +17,10 @@ final class Broadcast<Value: Sendable>: Sendable {
     /// A new stream of the values sent from now on; it ends when ``finish()`` is called or the reader goes away.
     func subscribe() -> AsyncStream<Value> {
         let (stream, continuation) = AsyncStream.makeStream(of: Value.self, bufferingPolicy: .bufferingNewest(bufferLimit))
-        let id: Int? = state.withLock { state in
-            guard !state.isFinished else { return nil }
+        let id = state.withLock { state in
             defer { state.next += 1 }
             state.subscribers[state.next] = continuation
             return state.next
-        }
-        guard let id else {
-            continuation.finish()
-            return stream
         }
         continuation.onTermination = { [weak self] _ in
             _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
@@ -39,10 +33,10 @@ final class Broadcast<Value: Sendable>: Sendable {
         for subscriber in subscribers { subscriber.yield(value) }
     }
 
-    /// Ends every stream; later subscribers get a finished stream.
+    /// Ends the streams subscribed so far (a server stopping ends its event streams; a restart
+    /// takes new subscribers).
     func finish() {
         let subscribers = state.withLock { state in
-            state.isFinished = true
             defer { state.subscribers = [:] }
             return Array(state.subscribers.values)
         }

@@ -8,6 +8,8 @@ extension ClientEngine {
     static let pushBatch = 256
     /// Changes asked for in one pull request.
     static let pullBatch = 1000
+    /// Blob transfers in flight at once (async-http-client keeps up to 8 connections per host).
+    static let blobConcurrency = 8
 
     func sync(_ container: String?) async throws -> SyncReport {
         if let container { try Names.check(container, "container") }
@@ -107,15 +109,20 @@ extension ClientEngine {
                                                            body: try Wire.encode(DigestList(digests: digests.map(\.hex))),
                                                            contentType: "application/json"), meter: meter)
         let missing: DigestList = try decode(response, "/v1/blobs/missing")
-        var refused: [String: (status: Int, message: String)] = [:]
-        for hex in missing.digests {
+        let wanted = try missing.digests.map { hex in
             guard let digest = Digest(hex: hex) else { throw protocolViolation("/v1/blobs/missing named \"\(hex.prefix(80))\"") }
+            return digest
+        }
+        let failures = try await concurrently(wanted) { [self] digest -> (Digest, Int, String)? in
             let data = try await store.get(digest)
-            let upload = try await exchange(TransportRequest(method: "PUT", path: "/v1/blobs/\(hex)", body: data), meter: meter)
-            guard upload.status != 200, upload.status != 201 else { continue }
-            let message = (try? Wire.decode(WireError.self, from: upload.body).error) ?? "status \(upload.status)"
+            let upload = try await exchange(TransportRequest(method: "PUT", path: "/v1/blobs/\(digest.hex)", body: data), meter: meter)
+            guard upload.status != 200, upload.status != 201 else { return nil }
+            return (digest, upload.status, (try? Wire.decode(WireError.self, from: upload.body).error) ?? "status \(upload.status)")
+        }
+        var refused: [String: (status: Int, message: String)] = [:]
+        for case let (digest, status, message)? in failures {
             for change in batch where change.object.digests.contains(digest) {
-                refused[change.object.place] = (upload.status, message)
+                refused[change.object.place] = (status, message)
             }
         }
         return refused
@@ -311,14 +318,34 @@ extension ClientEngine {
 
     /// Downloads the blobs the local store lacks, checking each against its digest.
     private func fetchBlobs(_ digests: [Digest], meter: Meter) async throws {
-        let lacking = Set(digests).filter { !store.contains($0) }
-        for digest in lacking {
+        let lacking = Array(Set(digests).filter { !store.contains($0) })
+        _ = try await concurrently(lacking) { [self] digest in
             let response = try await exchange(TransportRequest(method: "GET", path: "/v1/blobs/\(digest.hex)"), meter: meter)
             guard response.status == 200 else { throw failure(response, "/v1/blobs/\(digest.hex)") }
             let stored = try await store.put(response.body)
             guard stored == digest else {
                 throw protocolViolation("the server sent bytes hashing to \(stored) for blob \(digest)")
             }
+        }
+    }
+
+    /// Runs `body` on every item, ``blobConcurrency`` at a time; the first failure cancels the rest.
+    private func concurrently<Item: Sendable, Result: Sendable>(
+        _ items: [Item], _ body: @escaping @Sendable (Item) async throws -> Result
+    ) async throws -> [Result] {
+        try await withThrowingTaskGroup(of: Result.self) { group in
+            var next = items.makeIterator()
+            for _ in 0 ..< Self.blobConcurrency {
+                guard let item = next.next() else { break }
+                group.addTask { try await body(item) }
+            }
+            var results: [Result] = []
+            results.reserveCapacity(items.count)
+            while let result = try await group.next() {
+                results.append(result)
+                if let item = next.next() { group.addTask { try await body(item) } }
+            }
+            return results
         }
     }
 
