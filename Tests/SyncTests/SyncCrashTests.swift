@@ -21,31 +21,39 @@ struct SyncCrashTests {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }
     }()
 
+    /// Starts the workload, kills it with SIGKILL once it has acknowledged `count` objects, and
+    /// returns the highest index it acknowledged (whole lines only: a line cut by the kill was
+    /// written before its persist returned) and how it ended.
+    static func runAndKill(_ executable: URL, store: URL, after count: Int) throws -> (Int, Process.TerminationReason) {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = [store.path, offlineURL.absoluteString, "killed", "100000"]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        var text = ""
+        var acknowledged = -1
+        while acknowledged < count - 1 {
+            let chunk = output.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { break }
+            text += String(decoding: chunk, as: UTF8.self)
+            let complete = text[..<(text.lastIndex(of: "\n") ?? text.startIndex)]
+            acknowledged = complete.split(separator: "\n").compactMap { $0.hasPrefix("persisted ") ? Int($0.dropFirst(10)) : nil }.max() ?? -1
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        return (acknowledged, process.terminationReason)
+    }
+
     @Test func aClientKilledWithPendingWorkPushesItAfterRestart() async throws {
         let executable = try #require(Self.workload, "SyncWorkload was not found beside the tests; build it (swift build --build-tests)")
         let fixture = SyncFixture()
         let storeURL = fixture.storeURL("client")
 
         // The workload persists offline; it is killed once it has acknowledged at least 25 objects.
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = [storeURL.path, offlineURL.absoluteString, "killed", "100000"]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        var text = ""
-        var acknowledged = -1
-        while acknowledged < 24 {
-            let chunk = output.fileHandleForReading.availableData
-            guard !chunk.isEmpty else { break }
-            text += String(decoding: chunk, as: UTF8.self)
-            // Only whole lines: a line cut by the kill was written before its persist returned.
-            let complete = text[..<(text.lastIndex(of: "\n") ?? text.startIndex)]
-            acknowledged = complete.split(separator: "\n").compactMap { $0.hasPrefix("persisted ") ? Int($0.dropFirst(10)) : nil }.max() ?? -1
-        }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        #expect(process.terminationReason == .uncaughtSignal)
+        // Reading its output and waiting for it block, so they run on a thread of their own.
+        let (acknowledged, reason) = try await onOwnThread { try Self.runAndKill(executable, store: storeURL, after: 25) }
+        #expect(reason == .uncaughtSignal)
         #expect(acknowledged >= 24)
 
         let server = try await fixture.startServer(try fixture.store("server"))
@@ -66,5 +74,12 @@ struct SyncCrashTests {
             #expect(object.text == "body \(index)")
             #expect(object.attachments["note"] == Data("attachment \(index % 7)".utf8))
         }
+    }
+}
+
+/// Runs blocking work (a child process's pipe, waiting for it) on a new thread, not the cooperative pool.
+func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
     }
 }

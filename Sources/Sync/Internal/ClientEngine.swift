@@ -46,22 +46,26 @@ final class ClientEngine: Sendable {
 
     /// Stores a local version as pending, with the next mutation ID, in one commit.
     private func commitLocal(_ version: StoredObject) async throws {
-        let objectKey = keys.objects + version.place, pendingKey = keys.pending + version.place
-        try await store.write { [keys] transaction in
-            var version = version
-            var state = try ClientState(transaction.record(forKey: keys.state), key: keys.state)
-            let current = try transaction.record(forKey: objectKey).map {
-                try StoredObject($0, container: version.container, id: version.id, key: objectKey)
-            }
-            let pending = try transaction.record(forKey: pendingKey).map { try PendingChange($0, key: pendingKey) }
-            version.revision = current?.revision
-            try transaction.setRecord(version.record, forKey: objectKey)
-            let change = PendingChange(mutation: state.nextMutation, base: pending?.base ?? current?.revision ?? 0)
-            try transaction.setRecord(change.record, forKey: pendingKey)
-            state.nextMutation += 1
-            try transaction.setRecord(state.record, forKey: keys.state)
-        }
+        try await store.write { [self] transaction in try stage(version, in: &transaction) }
         events.send(.changed(container: version.container, ids: [version.id]))
+    }
+
+    /// Makes `version` the local one, pending with the next mutation ID. Its base stays the one of
+    /// the change it replaces, if that was not pushed yet: the server has seen neither.
+    private func stage(_ version: StoredObject, in transaction: inout Transaction) throws {
+        let objectKey = keys.objects + version.place, pendingKey = keys.pending + version.place
+        var state = try ClientState(transaction.record(forKey: keys.state), key: keys.state)
+        let current = try transaction.record(forKey: objectKey).map {
+            try StoredObject($0, container: version.container, id: version.id, key: objectKey)
+        }
+        let pending = try transaction.record(forKey: pendingKey).map { try PendingChange($0, key: pendingKey) }
+        var version = version
+        version.revision = current?.revision
+        try transaction.setRecord(version.record, forKey: objectKey)
+        let change = PendingChange(mutation: state.nextMutation, base: pending?.base ?? current?.revision ?? 0)
+        try transaction.setRecord(change.record, forKey: pendingKey)
+        state.nextMutation += 1
+        try transaction.setRecord(state.record, forKey: keys.state)
     }
 
     // MARK: Local reads
@@ -115,26 +119,14 @@ final class ClientEngine: Sendable {
     /// dropping it forgets it. Either way the conflict goes, in the same commit.
     func resolve(_ conflict: SyncConflict, keepingLocal: Bool) async throws {
         let place = Keys.place(container: conflict.local.container, id: conflict.local.id)
-        let conflictKey = keys.conflicts + place, objectKey = keys.objects + place, pendingKey = keys.pending + place
-        try await store.write { [keys] transaction in
+        let conflictKey = keys.conflicts + place
+        try await store.write { [self] transaction in
             guard let record = try transaction.record(forKey: conflictKey) else {
                 throw SyncError(code: .conflictNotFound, message: "no conflict is kept for \(conflict.local.container)/\(conflict.local.id)")
             }
             let stored = try StoredConflict(record, container: conflict.local.container, id: conflict.local.id, key: conflictKey)
             try transaction.removeRecord(forKey: conflictKey)
-            guard keepingLocal else { return }
-            var state = try ClientState(transaction.record(forKey: keys.state), key: keys.state)
-            let current = try transaction.record(forKey: objectKey).map {
-                try StoredObject($0, container: conflict.local.container, id: conflict.local.id, key: objectKey)
-            }
-            let pending = try transaction.record(forKey: pendingKey).map { try PendingChange($0, key: pendingKey) }
-            var local = stored.local
-            local.revision = current?.revision
-            try transaction.setRecord(local.record, forKey: objectKey)
-            let change = PendingChange(mutation: state.nextMutation, base: pending?.base ?? current?.revision ?? 0)
-            try transaction.setRecord(change.record, forKey: pendingKey)
-            state.nextMutation += 1
-            try transaction.setRecord(state.record, forKey: keys.state)
+            if keepingLocal { try stage(stored.local, in: &transaction) }
         }
         if keepingLocal { events.send(.changed(container: conflict.local.container, ids: [conflict.local.id])) }
     }
