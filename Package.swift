@@ -14,6 +14,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         // Sync only: the HTTP server and client.
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
@@ -41,6 +42,7 @@ let package = Package(
                 "COpenSSLCrypto",
                 "CContentStoreSupport",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         .target(name: "Warehouse", dependencies: ["ContentStore"]),
@@ -68,7 +70,10 @@ let package = Package(
         ),
         // The process-crash test's workload (Tests/ContentStoreTests/Reliability); not a product.
         .executableTarget(name: "CrashWorkload", dependencies: ["ContentStore"], path: "Tests/CrashWorkload"),
-        .testTarget(name: "ContentStoreTests", dependencies: ["ContentStore"]),
+        .testTarget(
+            name: "ContentStoreTests",
+            dependencies: ["ContentStore", .product(name: "MetricsTestKit", package: "swift-metrics")]
+        ),
         .testTarget(name: "WarehouseTests", dependencies: ["Warehouse"]),
         .testTarget(name: "DataArchiveTests", dependencies: ["DataArchive"]),
         // The killed-client test's workload (Tests/SyncTests); not a product.

@@ -11,8 +11,9 @@ extension Store {
     /// record references it, collection removes it after the grace period.
     @discardableResult
     public func put(_ data: Data) throws -> Digest {
-        if data.count > configuration.chunkingThreshold { return try putChunked(data) }
-        return try data.withUnsafeBytes { try put(bytes: $0) }
+        let digest = data.count > configuration.chunkingThreshold ? try putChunked(data) : try data.withUnsafeBytes { try put(bytes: $0) }
+        notePut(bytes: UInt64(data.count))
+        return digest
     }
 
     /// Stores `bytes`. With `framed` (`bytes` preceded by `PackFormat.entryHeaderSize` bytes the
@@ -114,8 +115,9 @@ extension Store {
     ///   are never returned.
     public func get(_ digest: Digest) throws -> Data {
         try checkOpen()
+        metrics.got()
         // A hit counts only while the index holds the blob: a collected blob is notFound, cached or not.
-        if let cached = cache.blob(digest), contains(digest) { return cached }
+        if let cached = cache.blob(digest), contains(digest) { metrics.readCacheHit(); return cached }
         let (entry, file) = try locate(digest)
         // An entry claiming more than its stored bytes can hold is damage, whatever the size limit.
         if !entry.isManifest {
@@ -155,11 +157,14 @@ extension Store {
         let expected = Self.expected(digest, entry)
         // Checked before the read allocates: an index entry claiming a huge blob cannot exhaust memory.
         try PackReader.checkLengths(expected, limits: configuration.limits, path: file.path, offset: offset)
-        return try withUnsafeTemporaryAllocation(byteCount: PackFormat.entryHeaderSize + Int(entry.storedLength), alignment: 16) { stored in
-            try file.readExactly(into: stored, at: offset)
-            return try PackReader.decodeEntry(UnsafeRawBufferPointer(stored), expected: expected, verify: verify ?? configuration.verifiesReads,
-                                              limits: configuration.limits, path: file.path, offset: offset) { dictionaryOffset in
-                try dictionary(in: entry.location.pack, file: file, at: dictionaryOffset)
+        // Damage is logged here, where every read of a pack entry passes, with the file and offset.
+        return try logDamage(to: digest) {
+            try withUnsafeTemporaryAllocation(byteCount: PackFormat.entryHeaderSize + Int(entry.storedLength), alignment: 16) { stored in
+                try file.readExactly(into: stored, at: offset)
+                return try PackReader.decodeEntry(UnsafeRawBufferPointer(stored), expected: expected, verify: verify ?? configuration.verifiesReads,
+                                                  limits: configuration.limits, path: file.path, offset: offset) { dictionaryOffset in
+                    try dictionary(in: entry.location.pack, file: file, at: dictionaryOffset)
+                }
             }
         }
     }
@@ -196,18 +201,22 @@ extension Store {
         let size = try input.size()
         guard size > UInt64(configuration.chunkingThreshold) else {
             // Read after room for the entry header: stored raw, the blob is written straight from here.
-            return try ScratchBuffer.with(count: PackFormat.entryHeaderSize + Int(size)) { framed in
+            let digest = try ScratchBuffer.with(count: PackFormat.entryHeaderSize + Int(size)) { framed in
                 let bytes = UnsafeMutableRawBufferPointer(rebasing: framed[PackFormat.entryHeaderSize...])
                 try input.readExactly(into: bytes, at: 0)
                 return try put(bytes: UnsafeRawBufferPointer(bytes), framed: framed)
             }
+            notePut(bytes: size)
+            return digest
         }
         var offset: UInt64 = 0
-        return try putChunked(knownDigest: nil) { buffer in
+        let digest = try putChunked(knownDigest: nil) { buffer in
             let count = try input.read(into: buffer, at: offset)
             offset += UInt64(count)
             return count
         }
+        notePut(bytes: offset)
+        return digest
     }
 
     /// Writes a blob to `file`: to a temporary file beside it, synced, then renamed into place. A

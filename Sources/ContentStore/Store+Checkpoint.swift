@@ -8,6 +8,7 @@ extension Store {
     public func checkpoint() throws {
         try checkOpen()
         try maintenance.withLock { _ in try writeCheckpoint() }
+        refreshGauges()
     }
 
     func writeCheckpoint() throws {
@@ -50,7 +51,7 @@ extension Store {
                     try writeCheckpoint()
                 }
             } catch {
-                logger.info("background checkpoint failed", metadata: ["error": "\(error)"])
+                logger.error("background checkpoint failed", metadata: ["error": "\(error)"])
             }
         }
     }

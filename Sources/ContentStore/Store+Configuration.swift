@@ -1,3 +1,4 @@
+public import CoreMetrics
 import Foundation
 import Logging
 
@@ -69,8 +70,12 @@ extension Store {
         public var checkpointThreshold: UInt64 = 64 * 1024 * 1024
         /// Collection rewrites a pack once this fraction of its bytes is dead. Default 0.5.
         public var packRewriteThreshold: Double = 0.5
-        /// Where the store logs (at info and below).
+        /// Where the store logs: routine work at info and below, damage and failed syncs at error; never
+        /// a record's value, blob bytes or a secret. Docs/operations.md lists the messages.
         public var logger = Logger(label: "ContentStore")
+        /// Where the store's metrics go (Docs/operations.md lists them); nil uses the process's
+        /// bootstrapped `MetricsSystem.factory`. Read once, at open.
+        public var metricsFactory: (any MetricsFactory)?
         /// When set, the store collects garbage (with ``garbageGracePeriod``) and writes a checkpoint
         /// (when the WAL holds anything new) at this interval, on a background queue, for as long as
         /// it is open. Runs never overlap, hold no lock for their duration, stop at ``Store/close()``,

@@ -65,6 +65,7 @@ extension Store {
     @discardableResult
     public func write<T>(_ body: (inout Transaction) throws -> T) throws -> T {
         try checkOpen()
+        let started = ContinuousClock.now
         let result: T
         let flushTo: UInt64
         let committed: Bool
@@ -92,6 +93,7 @@ extension Store {
         }
         try flushLog(upTo: flushTo, synchronously: configuration.durability == .full)
         if committed { scheduleCheckpointIfNeeded() }
+        if committed { noteCommit(since: started) }
         return result
     }
 
@@ -99,8 +101,10 @@ extension Store {
     /// covers is published. Each batch is taken under the core lock, where the records as of its end
     /// are noted for publishing.
     func flushLog(upTo lsn: UInt64, synchronously: Bool) throws {
-        try wal.flush(upTo: lsn, synchronously: synchronously) { take in
-            try core.withLock { core in try takeBatch(take, core: &core) }
+        try logFailure("the write-ahead log could not be written or synced") {
+            try wal.flush(upTo: lsn, synchronously: synchronously) { take in
+                try core.withLock { core in try takeBatch(take, core: &core) }
+            }
         }
         // The first committer of a batch to get here publishes all of it; the others skip the lock.
         guard publishedLSN.load(ordering: .acquiring) < lsn else { return }

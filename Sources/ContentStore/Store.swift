@@ -49,6 +49,8 @@ public final class Store: Sendable {
     let background: BackgroundWork
     /// The threads the async API runs blocking work on (Async/IOThreadPool.swift).
     let ioThreads = IOThreadPool()
+    /// Counters, timer and gauges (Observability/StoreMetrics.swift).
+    let metrics: StoreMetrics
     /// The latest time ``nowSeconds`` returned, so it never goes backward (see there).
     private let clockFloor = Atomic<UInt32>(0)
 
@@ -66,6 +68,8 @@ public final class Store: Sendable {
         layout = Layout(root: self.directory.path)
         cache = BlobCache(capacity: configuration.readCacheSize)
         fileSystem = FileSystem(io: configuration.fileIO)
+        let metrics = StoreMetrics(factory: configuration.metricsFactory)
+        self.metrics = metrics
         try Store.validate(configuration)
 
         let (lock, recovered) = try Store.openDirectory(layout, fileSystem: fileSystem, configuration: configuration)
@@ -75,12 +79,14 @@ public final class Store: Sendable {
                 directory: layout.packs, sizeTarget: configuration.packSizeTarget, fileSystem: fileSystem, firstNewID: recovered.firstNewPackID)
             wal = WriteAheadLog(
                 directory: layout.wal, fileSystem: fileSystem, segment: recovered.segment, olderSegments: recovered.olderSegments,
-                segmentSizeLimit: configuration.walSegmentSize, preallocation: configuration.walPreallocation, packs: packs, packBytesLimit: min(configuration.loggedPackBytesLimit, WALFormat.maximumPackBytes))
+                segmentSizeLimit: configuration.walSegmentSize, preallocation: configuration.walPreallocation, packs: packs, packBytesLimit: min(configuration.loggedPackBytesLimit, WALFormat.maximumPackBytes),
+                synced: metrics.walSynced)
             core = Mutex(Core(state: recovered.state))
             published = Mutex(Published(records: recovered.state.records))
             background = BackgroundWork()
         }
         if let interval = configuration.maintenanceInterval { startPeriodicMaintenance(every: interval) }
+        refreshGauges()
         configuration.logger.debug("opened store", metadata: [
             "path": "\(layout.root)", "blobs": "\(recovered.state.blobs.count)",
             "records": "\(recovered.state.records.count)", "replayed": "\(recovered.replayedRecords)",

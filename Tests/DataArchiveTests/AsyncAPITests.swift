@@ -74,7 +74,7 @@ import Testing
         // Writes and drops after the snapshot change nothing the stream yields.
         try await archive.keep(upTo: 1, archivesForKey: "doc")
         try await archive.set(bytes("replaced"), forKey: "doc")
-        _ = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero))
+        _ = try await store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero))
         var rest: [String] = []
         while let version = try await iterator.next() { rest.append(text(version)!) }
         #expect(rest == ["v4", "v3", "v2", "v1"])
@@ -122,7 +122,7 @@ import Testing
         // The cancelled streams released their snapshots: once the key is gone, collection frees every version.
         try await archive.delete(key: "doc")
         clock.advance(seconds: 10)
-        let report = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero))
+        let report = try await store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero))
         #expect(report.blobsRemoved == 5)
         for version in versions { #expect(!store.contains(Digest.sha256(version))) }
     }

@@ -65,7 +65,7 @@ import Testing
             #expect(try await archive.allVersions(forKey: key).map { text($0)! } == model[key] ?? [])
         }
         #expect(archive.keys == keys.filter { model[$0] != nil })
-        #expect(try store.verify().isClean)
+        #expect(try await store.verify().isClean)
     }
 
     /// A change that fails inside a run of queued changes fails alone.

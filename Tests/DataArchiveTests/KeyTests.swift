@@ -85,13 +85,13 @@ import Testing
     @Test func otherRecordsInTheStoreAreNotKeys() async throws {
         let store = try makeStore(directory)
         defer { try? store.close() }
-        try store.write { try $0.setRecord(Record(value: bytes("x")), forKey: "warehouse/project") }
+        try await store.write { try $0.setRecord(Record(value: bytes("x")), forKey: "warehouse/project") }
         let archive = DataArchive(store: store)
         #expect(archive.keys.isEmpty)
         #expect(await archive.setAndWait("doc", bytes("d")).isSuccess)
         #expect(archive.keys == ["doc"])
         #expect(await archive.deleteAndWait("doc").isSuccess)
-        #expect(try store.record(forKey: "warehouse/project") == Record(value: bytes("x")))
+        #expect(try await store.record(forKey: "warehouse/project") == Record(value: bytes("x")))
     }
 
     @Test func resultURLsNameTheOriginalFiles() async throws {

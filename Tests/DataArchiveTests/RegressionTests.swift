@@ -119,7 +119,7 @@ import Testing
         try await archive.keep(upTo: 1, archivesForKey: key)
         try await archive.delete(key: key)
         #expect(archive.keys.isEmpty)
-        #expect(try store.statistics().recordCount == 0)
+        #expect(try await store.statistics().recordCount == 0)
     }
 
     /// The original called the completion synchronously for a bad limit.

@@ -13,12 +13,12 @@ import Testing
         defer { try? store.close() }
         let archive = DataArchive(store: store)
         for index in 1 ... 3 { #expect(await archive.archiveAndWait("doc", bytes("v\(index)")).isSuccess) }
-        let record = try #require(try store.record(forKey: "dataarchive/doc"))
+        let record = try #require(try await store.record(forKey: "dataarchive/doc"))
         #expect(record.value == Data([0x01, 0x02]))          // format 1, two archives
         #expect(record.references == ["v3", "v2", "v1"].map { Digest.sha256(bytes($0)) })
-        #expect(try store.keys(withPrefix: "") == ["dataarchive/doc"])
+        #expect(try await store.keys(withPrefix: "") == ["dataarchive/doc"])
         #expect(await archive.keepAndWait(1, "doc").isSuccess)
-        #expect(try store.record(forKey: "dataarchive/doc")?.references == ["v3", "v2"].map { Digest.sha256(bytes($0)) })
+        #expect(try await store.record(forKey: "dataarchive/doc")?.references == ["v3", "v2"].map { Digest.sha256(bytes($0)) })
     }
 
     @Test func versionListEncoding() throws {
@@ -49,7 +49,7 @@ import Testing
         for key in ["x", "y", "z"] { archive.set(key: key, data: contents[0]) }
         #expect(archive.numberOfArchives(key: "doc") == 99)
         _ = archive.keys
-        let statistics = try store.statistics()
+        let statistics = try await store.statistics()
         #expect(statistics.blobCount == 10)
         #expect(statistics.logicalBytes == 10 * 65536)
         #expect(store.refCount(of: Digest.sha256(contents[0])) == 10 + 3)
@@ -74,7 +74,7 @@ import Testing
         #expect(await archive.keepAndWait(2, "doc").isSuccess)
         for digest in dropped { #expect(store.refCount(of: digest) == 0) }
         clock.advance(seconds: 10)
-        let spared = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero))
+        let spared = try await store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero))
         #expect(spared.blobsRemoved == 0)
         let (earlyRead, earlyEnd) = await early.drain()
         #expect(earlyRead == versions.reversed())
@@ -85,13 +85,13 @@ import Testing
         let (first, _) = await late.nextAndWait()
         #expect(first == versions[9])
         clock.advance(seconds: 10)
-        let collected = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero))
+        let collected = try await store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero))
         #expect(collected.blobsRemoved == 7)
         for digest in dropped { #expect(!store.contains(digest)) }
         let (lateRest, lateEnd) = await late.drain()
         #expect(lateRest == [versions[8], versions[7]])
         #expect(isLockingReaderWasFinished(lateEnd))
-        #expect(try store.verify().isClean)
+        #expect(try await store.verify().isClean)
     }
 
     /// A reader that is not finished keeps everything it may read, even after the key is deleted.
@@ -104,13 +104,13 @@ import Testing
         let reader = try #require(await archive.readerAndWait("doc"))
         #expect(await archive.deleteAndWait("doc").isSuccess)
         clock.advance(seconds: 10)
-        #expect(try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero)).blobsRemoved == 0)
+        #expect(try await store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero)).blobsRemoved == 0)
         #expect(text(await reader.nextAndWait().0) == "v3")
         reader.finish()
         #expect(reader.isFinished)
         #expect(isLockingReaderWasFinished(await reader.nextAndWait().1))
         clock.advance(seconds: 10)
-        #expect(try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero)).blobsRemoved == 3)
+        #expect(try await store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero)).blobsRemoved == 3)
     }
 
     /// What an outside writer does to the key while a value read is between looking it up and reading its blob.

@@ -23,7 +23,7 @@ import Testing
         do {
             let store = try Store(at: directory.store)
             projectID = try ProjectStorage(store: store, bundleID: "crash").createProject()
-            try store.close()
+            try await store.close()
         }
         let projectString = projectID.uuidString
 
@@ -60,10 +60,10 @@ import Testing
             #expect(try storage.fetchStep(step, fromProject: projectID).userData == Data("\(round)".utf8))
             #expect(try storage.asset(named: "a", inStep: step, ofProject: projectID) == bytes(64 * 1024, seed: UInt64(round)))
         }
-        #expect(try store.keys(withPrefix: "warehouse/step/").count == steps.count)
-        #expect(try store.verify(VerificationOptions(readData: true)).isClean)
+        #expect(try await store.keys(withPrefix: "warehouse/step/").count == steps.count)
+        #expect(try await store.verify(VerificationOptions(readData: true)).isClean)
         // And the store takes updates again.
         try storage.update(#require(ProjectUpdateRequest.addStep(snapshot, content: StepContent(userData: Data("after".utf8)))))
-        try store.close()
+        try await store.close()
     }
 }

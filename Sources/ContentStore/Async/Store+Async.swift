@@ -125,11 +125,14 @@ extension Store {
         try body()
     }
 
-    /// The blob from the read cache, counted as a get, or nil when it is not there.
+    /// The blob from the read cache, counted as a get, or nil when it is not there (the blocking get
+    /// then counts it).
     private func cachedBlob(_ digest: Digest) throws -> Data? {
         try checkOpen()
         // As in the blocking get: a hit counts only while the index holds the blob.
         guard let cached = cache.blob(digest), contains(digest) else { return nil }
+        metrics.got()
+        metrics.readCacheHit()
         return cached
     }
 }

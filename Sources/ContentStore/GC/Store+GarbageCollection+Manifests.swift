@@ -15,7 +15,7 @@ extension Store {
             do {
                 children[node.digest] = try readManifestNode(node.digest, isRoot: node.isRoot, of: node.digest).entries.map(\.digest)
             } catch {
-                logger.warning("manifest node cannot be read; it is not collected", metadata: [
+                logger.error("manifest node cannot be read; it is not collected", metadata: [
                     "digest": "\(node.digest)", "error": "\(error)",
                 ])
             }

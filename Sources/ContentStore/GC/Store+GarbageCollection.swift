@@ -48,6 +48,7 @@ extension Store {
             return report
         }
         report.duration = ContinuousClock.now - started
+        noteCollection(report)
         logger.info(options.dryRun ? "garbage collection dry run" : "garbage collected", metadata: [
             "blobs": "\(report.blobsRemoved)", "bytesFreed": "\(report.bytesFreed)",
             "packsRewritten": "\(report.packsRewritten)", "packsDeleted": "\(report.packsDeleted)",
@@ -264,7 +265,7 @@ extension Store {
                                             dictionary: dictionary, time: entry.header.time)
                 }
                 guard let location else {
-                    logger.warning("pack entry fails its checksum or its dictionary is damaged; pack not rewritten", metadata: [
+                    logger.error("pack entry fails its checksum or its dictionary is damaged; pack not rewritten", metadata: [
                         "path": "\(file.path)", "offset": "\(entry.offset)", "digest": "\(entry.header.digest)",
                     ])
                     // The copies made so far are dead space in the active pack.
@@ -297,7 +298,7 @@ extension Store {
         if let lsn { try flushLog(upTo: lsn, synchronously: true) }
         guard remaining == 0 else {
             // The walk stops at an entry header that does not parse, so blobs behind it were not copied.
-            logger.warning("pack holds live blobs its entries could not be walked to; pack not rewritten", metadata: [
+            logger.error("pack holds live blobs its entries could not be walked to; pack not rewritten", metadata: [
                 "path": "\(file.path)", "liveBytes": "\(remaining)",
             ])
             return nil

@@ -25,6 +25,8 @@ final class WriteAheadLog: Sendable {
     private let preallocation: UInt64
     private let packs: any BlobStorage
     private let packBytesLimit: Int
+    /// Called after each group commit's fsync (the store counts them; the log knows no metrics).
+    private let synced: @Sendable () -> Void
 
     struct Segment {
         var number: UInt64
@@ -91,7 +93,8 @@ final class WriteAheadLog: Sendable {
 
     /// A batch that would grow the segment extends it by `preallocation` bytes of zeros beyond itself.
     init(directory: String, fileSystem: FileSystem, segment: Segment, olderSegments: [UInt64: UInt64], segmentSizeLimit: UInt64,
-         preallocation: UInt64, packs: any BlobStorage, packBytesLimit: Int) {
+         preallocation: UInt64, packs: any BlobStorage, packBytesLimit: Int, synced: @escaping @Sendable () -> Void = {}) {
+        self.synced = synced
         self.directory = directory
         self.fileSystem = fileSystem
         self.segmentSizeLimit = segmentSizeLimit
@@ -330,7 +333,10 @@ final class WriteAheadLog: Sendable {
         do {
             if synchronously { try packs.synchronize(batch.packs) }
             let allocatedSize = try write(batch)
-            if synchronously { try batch.segment.file.synchronizeData() }
+            if synchronously {
+                try batch.segment.file.synchronizeData()
+                synced()
+            }
             try state.withLock { state in
                 if state.segment.number == batch.segment.number { state.segment.allocatedSize = allocatedSize }
                 state.writtenLSN = max(state.writtenLSN, batch.endLSN)

@@ -122,6 +122,7 @@ extension Store {
         statistics.storedBytes = packs.totalBytes
         statistics.packCount = packs.packIDs.count
         statistics.walBytes = wal.totalBytes
+        metrics.record(blobCount: statistics.blobCount, recordCount: statistics.recordCount, storedBytes: statistics.storedBytes)
         return statistics
     }
 }

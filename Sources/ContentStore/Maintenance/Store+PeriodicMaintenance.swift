@@ -26,7 +26,7 @@ extension Store {
         } catch let error as StoreError where error.code == .closed {
             return
         } catch {
-            logger.warning("periodic maintenance failed", metadata: ["error": "\(error)"])
+            logger.error("periodic maintenance failed", metadata: ["error": "\(error)"])
         }
     }
 }

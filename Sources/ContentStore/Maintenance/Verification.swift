@@ -112,9 +112,9 @@ extension Store {
             progress?(MaintenanceProgress(phase: .checkingReferences, completed: 1, total: 1))
             verifyPacks(holding: state.blobs, &problems)
             try verifyBlobs(state.blobs, readData: options.readData, &problems, progress: progress)
-            return VerificationReport(
+            return noteVerification(VerificationReport(
                 problems: problems, blobsChecked: state.blobs.count, recordsChecked: state.records.count,
-                walSegmentsChecked: walSegments, readData: options.readData)
+                walSegmentsChecked: walSegments, readData: options.readData))
         }
     }
 
