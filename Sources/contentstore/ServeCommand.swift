@@ -58,7 +58,7 @@ struct ServeCommand: StoreCommand {
                 try Terminal.printJSON(["port": "\(bound)", "host": host, "store": path])
             } else {
                 Terminal.printResult("serving \(path) on http://\(host):\(bound) "
-                    + (tokens == 0 ? "(no tokens: every request accepted)" : "(\(tokens) bearer tokens)"))
+                    + (tokens == 0 ? "(no tokens: every request accepted)" : "(bearer tokens required: \(tokens) accepted)"))
             }
             try await running
         }
