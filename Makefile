@@ -28,6 +28,8 @@ test: deps
 		Tests/Portability/eventcount_condvar_stress.c Sources/CContentStoreSupport/eventcount.c -lpthread
 	.build/eventcount-condvar-stress
 	$(MAKE) consumer-check
+	@# The backend example (Examples/BackendExample: Hummingbird on the async API) builds.
+	cd Examples/BackendExample && $(SWIFT) build
 
 # A scratch package depending on a tagged clone of this repository (file:// URL, `from:`) resolves
 # and builds: ContentStore works as a versioned dependency (no unsafeFlags). Checks the committed HEAD.

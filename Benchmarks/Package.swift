@@ -38,7 +38,7 @@ let package = Package(
 
 // ordo-one benchmark suites: Benchmarks/<Name>/<Name>.swift, each `let benchmarks = { ... }`.
 let facades: [String: String] = ["Warehouse": "Warehouse", "DataArchive": "DataArchive", "Sync": "Sync"]
-for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive", "LargeData", "Sync"] {
+for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive", "LargeData", "Async", "Sync"] {
     package.targets.append(.executableTarget(
         name: name + "Benchmarks",
         dependencies: [

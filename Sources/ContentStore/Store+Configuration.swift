@@ -76,6 +76,11 @@ extension Store {
         /// Where the store's metrics go (Docs/operations.md lists them); nil uses the process's
         /// bootstrapped `MetricsSystem.factory`. Read once, at open.
         public var metricsFactory: (any MetricsFactory)?
+        /// Whether the open store listens on `control.sock` in its directory, so that `contentstore
+        /// gc|verify|stats|checkpoint` run against it while this process holds it are carried out
+        /// here (Docs/control-protocol.md). Peers of another uid than this process's or root's are
+        /// refused. A socket that cannot be created is logged and the store opens anyway. Default true.
+        public var controlSocket = true
         /// When set, the store collects garbage (with ``garbageGracePeriod``) and writes a checkpoint
         /// (when the WAL holds anything new) at this interval, on a background queue, for as long as
         /// it is open. Runs never overlap, hold no lock for their duration, stop at ``Store/close()``,

@@ -51,6 +51,8 @@ public final class Store: Sendable {
     let ioThreads = IOThreadPool()
     /// Counters, timer and gauges (Observability/StoreMetrics.swift).
     let metrics: StoreMetrics
+    /// The control socket's server while the store is open (Control/ControlServer.swift).
+    let control = Mutex<ControlServer?>(nil)
     /// The latest time ``nowSeconds`` returned, so it never goes backward (see there).
     private let clockFloor = Atomic<UInt32>(0)
 
@@ -87,6 +89,7 @@ public final class Store: Sendable {
         }
         if let interval = configuration.maintenanceInterval { startPeriodicMaintenance(every: interval) }
         refreshGauges()
+        if configuration.controlSocket { control.withLock { $0 = ControlServer.start(for: self) } }
         configuration.logger.debug("opened store", metadata: [
             "path": "\(layout.root)", "blobs": "\(recovered.state.blobs.count)",
             "records": "\(recovered.state.records.count)", "replayed": "\(recovered.replayedRecords)",
@@ -101,6 +104,7 @@ public final class Store: Sendable {
     /// Makes everything written durable, waits for background maintenance, and releases the store.
     /// Idempotent; every later call on this instance throws `closed`.
     public func close() throws {
+        control.withLock { $0.take() }?.stop()
         // Background work finishes first, so a checkpoint in progress completes rather than fails.
         background.stopAndWait()
         let wasOpen = core.withLock { core in

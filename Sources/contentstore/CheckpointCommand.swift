@@ -9,25 +9,18 @@ struct CheckpointCommand: StoreCommand {
 
     @OptionGroup var options: StoreOptions
 
-    /// What `checkpoint --json` prints.
-    struct Result: Codable {
-        var walBytesBefore: UInt64
-        var walBytesAfter: UInt64
-        /// Seconds.
-        var duration: Double
-    }
-
     func run() throws {
-        let store = try options.openExistingStore()
-        defer { try? store.close() }
-        let before = try store.statistics().walBytes
-        let started = ContinuousClock.now
-        try store.checkpoint()
-        let elapsed = ContinuousClock.now - started
-        let after = try store.statistics().walBytes
-        try store.close()
-        try options.emit(Result(walBytesBefore: before, walBytesAfter: after, duration: elapsed.inSeconds)) {
-            "Checkpoint written in \(Format.duration(elapsed)); WAL \(Format.bytes(before)) → \(Format.bytes(after))"
+        let progress = ProgressBar(enabled: false)
+        // What `checkpoint --json` prints, here or from the process holding the store.
+        let result = try options.maintain(ControlRequest(command: .checkpoint), progress: progress, remote: \.checkpoint) { store in
+            let before = try store.statistics().walBytes
+            let started = ContinuousClock.now
+            try store.checkpoint()
+            let elapsed = ContinuousClock.now - started
+            return CheckpointReport(walBytesBefore: before, walBytesAfter: try store.statistics().walBytes, duration: elapsed.inSeconds)
+        }
+        try options.emit(result) {
+            "Checkpoint written in \(Format.duration(.milliseconds(Int64(result.duration * 1000)))); WAL \(Format.bytes(result.walBytesBefore)) → \(Format.bytes(result.walBytesAfter))"
         }
     }
 }

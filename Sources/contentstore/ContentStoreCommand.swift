@@ -71,6 +71,8 @@ enum ExitStatus {
     static let failure: Int32 = 1
     static let damaged: Int32 = 2
     static let locked: Int32 = 3
+    /// Ctrl-C stopped a remote operation (128 + SIGINT, as shells report an interrupted command).
+    static let interrupted: Int32 = 130
 }
 
 /// A failure the command itself detects, with the exit code it maps to.

@@ -7,8 +7,9 @@ struct GarbageCollectCommand: StoreCommand {
         commandName: "gc",
         abstract: "Collect garbage: remove blobs unreferenced for the grace period, rewrite mostly dead packs.",
         discussion: """
-            Safe while nothing else has the store open (the command takes the store's lock). Prints the \
-            blobs and bytes freed, the packs rewritten and deleted, the bytes copied and the time taken.
+            Takes the store's lock; when a process holds the store open, that process collects (over \
+            its control socket) and the report is the same. Prints the blobs and bytes freed, the packs \
+            rewritten and deleted, the bytes copied and the time taken.
             """)
 
     @OptionGroup var options: StoreOptions
@@ -22,13 +23,13 @@ struct GarbageCollectCommand: StoreCommand {
     var dryRun = false
 
     func run() throws {
-        let store = try options.openExistingStore()
-        defer { try? store.close() }
         let collection = GarbageCollectionOptions(gracePeriod: grace?.duration, dryRun: dryRun)
         let progress = ProgressBar(enabled: options.showsProgress)
-        let report = try store.collectGarbage(collection) { progress.update($0) }
+        let request = ControlRequest(command: .gc, gracePeriodSeconds: grace.map { $0.duration.inSeconds }, dryRun: dryRun)
+        let report = try options.maintain(request, progress: progress, remote: \.gc) { store in
+            try store.collectGarbage(collection) { progress.update($0) }
+        }
         progress.finish()
-        try store.close()
         try options.emit(report) { Self.describe(report) }
     }
 

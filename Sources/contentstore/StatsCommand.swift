@@ -10,10 +10,8 @@ struct StatsCommand: StoreCommand {
     @OptionGroup var options: StoreOptions
 
     func run() throws {
-        let store = try options.openExistingStore()
-        defer { try? store.close() }
-        let statistics = try store.statistics()
-        try store.close()
+        let progress = ProgressBar(enabled: false)
+        let statistics = try options.maintain(ControlRequest(command: .stats), progress: progress, remote: \.stats) { try $0.statistics() }
         try options.emit(statistics) { Self.describe(statistics, path: options.storePath) }
     }
 

@@ -26,6 +26,8 @@ struct StoreOptions: ParsableArguments {
     func configuration() -> Store.Configuration {
         var configuration = Store.Configuration()
         configuration.logger = Terminal.logger(quiet: !showsProgress)
+        // A command holds the store only briefly; it serves no other command.
+        configuration.controlSocket = false
         return configuration
     }
 

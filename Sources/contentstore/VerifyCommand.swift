@@ -19,9 +19,12 @@ struct VerifyCommand: StoreCommand {
     var readData = false
 
     func run() throws {
-        let store: Store
+        let progress = ProgressBar(enabled: options.showsProgress)
+        let report: VerificationReport
         do {
-            store = try options.openExistingStore()
+            report = try options.maintain(ControlRequest(command: .verify, readData: readData), progress: progress, remote: \.verify) { store in
+                try store.verify(VerificationOptions(readData: readData)) { progress.update($0) }
+            }
         } catch let error as StoreError where error.code == .corrupted {
             // Damage that stops the store from opening is a finding of verify, not a failure to run it.
             let problem = OpenProblem(kind: "open", message: error.message, path: error.path, offset: error.offset)
@@ -30,11 +33,7 @@ struct VerifyCommand: StoreCommand {
             }
             throw ExitCode(ExitStatus.damaged)
         }
-        defer { try? store.close() }
-        let progress = ProgressBar(enabled: options.showsProgress)
-        let report = try store.verify(VerificationOptions(readData: readData)) { progress.update($0) }
         progress.finish()
-        try store.close()
         try options.emit(report) { Self.describe(report) }
         if !report.isClean { throw ExitCode(ExitStatus.damaged) }
     }

@@ -11,8 +11,11 @@ import Testing
         let file = dir.url.appendingPathComponent("f")
         try Data("f".utf8).write(to: file)
 
-        // This test process is "another process" to the children.
-        let holder = try Store(at: dir.store)
+        // This test process is "another process" to the children; without a control socket, nothing
+        // answers them (LiveMaintenanceTests has the process that does).
+        var configuration = Store.Configuration()
+        configuration.controlSocket = false
+        let holder = try Store(at: dir.store, configuration: configuration)
         defer { try? holder.close() }
         let commands: [[String]] = [
             ["stats"], ["gc"], ["gc", "--dry-run"], ["verify"], ["verify", "--read-data"], ["checkpoint"],

@@ -28,4 +28,13 @@ void cs_event_wait(cs_event *event, uint32_t key, int64_t timeout_ns);
 /// Changes the word and wakes every waiter (none asleep: no system call).
 void cs_event_notify_all(cs_event *event);
 
+/// A listening Unix-domain socket at `path` (close-on-exec, mode 0600 set before it listens).
+/// Returns the descriptor, or -1 with `errno` (ENAMETOOLONG when `path` does not fit sun_path).
+int cs_unix_listen(const char *path, int backlog);
+/// A connected Unix-domain socket to `path` (close-on-exec), or -1 with `errno`.
+int cs_unix_connect(const char *path);
+/// The user id of the process at the other end of a connected Unix-domain socket (SO_PEERCRED on
+/// Linux, getpeereid elsewhere). Returns 0, or -1 with `errno`.
+int cs_peer_uid(int fd, uint32_t *uid);
+
 #endif

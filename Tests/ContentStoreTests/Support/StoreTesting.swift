@@ -28,9 +28,20 @@ func allRecords(_ store: Store) throws -> [String: Record] {
 }
 
 /// Copies a directory tree (a store) so a test can damage the copy.
+/// An open store's control socket is skipped: it is a live endpoint, not data, and cannot be copied.
 func copyDirectory(_ source: URL, to destination: URL) throws {
-    try? FileManager.default.removeItem(at: destination)
-    try FileManager.default.copyItem(at: source, to: destination)
+    let manager = FileManager.default
+    try? manager.removeItem(at: destination)
+    try manager.createDirectory(at: destination, withIntermediateDirectories: true)
+    for name in try manager.contentsOfDirectory(atPath: source.path) {
+        let from = source.appendingPathComponent(name)
+        let to = destination.appendingPathComponent(name)
+        switch try manager.attributesOfItem(atPath: from.path)[.type] as? FileAttributeType {
+        case .typeDirectory?: try copyDirectory(from, to: to)
+        case .typeSocket?: continue
+        default: try manager.copyItem(at: from, to: to)
+        }
+    }
 }
 
 /// Flips one bit of a file in place.
