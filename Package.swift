@@ -12,18 +12,21 @@ let package = Package(
         .library(name: "ContentStoreCluster", targets: ["ContentStoreCluster"]),
         .library(name: "StateLens", targets: ["StateLens"]),
         .library(name: "Persist", targets: ["Persist"]),
+        .library(name: "Sync", targets: ["Sync"]),
         .executable(name: "contentstore", targets: ["contentstore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
-        // ContentStoreCluster only.
+        // ContentStoreCluster and Sync only (PostgreSQL, the S3 client, the HTTP server and client).
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         .systemLibrary(
@@ -65,13 +68,26 @@ let package = Package(
             ]
         ),
         .target(name: "DataArchive", dependencies: ["ContentStore"]),
+        .target(
+            name: "Sync",
+            dependencies: [
+                "ContentStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(name: "StateLens", dependencies: ["ContentStore"]),
         .target(name: "Persist", dependencies: ["ContentStore"]),
         .executableTarget(
             name: "contentstore",
             dependencies: [
-                "ContentStore", "Warehouse", "DataArchive", "StateLens", "Persist",
+                "ContentStore", "Warehouse", "DataArchive", "StateLens", "Persist", "Sync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -91,6 +107,10 @@ let package = Package(
         ),
         .testTarget(name: "StateLensTests", dependencies: ["StateLens"]),
         .testTarget(name: "PersistTests", dependencies: ["Persist", "ContentStore"]),
+        // The killed-client test's workload (Tests/SyncTests); not a product.
+        .executableTarget(name: "SyncWorkload", dependencies: ["Sync", "ContentStore"], path: "Tests/SyncWorkload"),
+        .testTarget(name: "SyncTests", dependencies: ["Sync", "ContentStore",
+                                                      .product(name: "AsyncHTTPClient", package: "async-http-client")]),
         .testTarget(name: "contentstoreTests", dependencies: ["contentstore", "ContentStore"]),
     ],
     swiftLanguageModes: [.v6]

@@ -37,8 +37,8 @@ let package = Package(
 )
 
 // ordo-one benchmark suites: Benchmarks/<Name>/<Name>.swift, each `let benchmarks = { ... }`.
-let facades: [String: String] = ["Warehouse": "Warehouse", "DataArchive": "DataArchive", "StateLens": "StateLens", "Persist": "Persist"]
-for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive", "LargeData", "Async", "StateLens", "Persist"] {
+let facades: [String: String] = ["Warehouse": "Warehouse", "DataArchive": "DataArchive", "StateLens": "StateLens", "Persist": "Persist", "Sync": "Sync"]
+for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "Warehouse", "DataArchive", "LargeData", "Async", "StateLens", "Persist", "Sync"] {
     package.targets.append(.executableTarget(
         name: name + "Benchmarks",
         dependencies: [

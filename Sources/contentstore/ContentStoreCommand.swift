@@ -18,7 +18,7 @@ struct ContentStoreCommand: ParsableCommand {
             """,
         subcommands: [
             GarbageCollectCommand.self, VerifyCommand.self, StatsCommand.self, CheckpointCommand.self,
-            PutCommand.self, GetCommand.self, DemoCommand.self,
+            PutCommand.self, GetCommand.self, DemoCommand.self, ServeCommand.self,
         ])
 
     /// Parses and runs, then exits with the contract's codes rather than ArgumentParser's own

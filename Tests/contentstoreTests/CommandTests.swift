@@ -149,7 +149,8 @@ import Testing
     @Test func helpIsAResult() throws {
         let help = try CommandLineTool.run(["--help"])
         #expect(help.status == 0)
-        for name in ["gc", "verify", "stats", "checkpoint", "put", "get", "demo"] { #expect(help.output.contains(name)) }
+        for name in ["gc", "verify", "stats", "checkpoint", "put", "get", "demo", "serve"] { #expect(help.output.contains(name)) }
+        #expect(!help.output.contains("_torture"), "test support stays hidden")
     }
 
     @Test func demoDoesRealWorkAndVerifies() throws {
@@ -159,7 +160,7 @@ import Testing
         let report = try demo.json()
         #expect((report["verification"] as? [String: Any])?["isClean"] as? Bool == true)
         #expect(((report["garbageCollection"] as? [String: Any])?["blobsRemoved"] as? Int ?? 0) > 0)
-        #expect((report["sections"] as? [[String: Any]])?.map { $0["title"] as? String } == ["Blobs and records", "Warehouse", "DataArchive", "StateLens", "Persist", "Maintenance"])
+        #expect((report["sections"] as? [[String: Any]])?.map { $0["title"] as? String } == ["Blobs and records", "Warehouse", "DataArchive", "StateLens", "Persist", "Sync", "Maintenance"])
         let demoStore = dir.url.appendingPathComponent("demo")
         #expect(FileManager.default.fileExists(atPath: demoStore.appendingPathComponent("FORMAT").path))
 

@@ -13,7 +13,7 @@ struct DemoCommand: StoreCommand {
             """)
 
     /// The parts of the demo, in order. Later layers add theirs here (see ``DemoSection``).
-    static let sections: [any DemoSection] = [BlobsAndRecordsDemo(), WarehouseDemo(), DataArchiveDemo(), StateLensDemo(), PersistDemo()]
+    static let sections: [any DemoSection] = [BlobsAndRecordsDemo(), WarehouseDemo(), DataArchiveDemo(), StateLensDemo(), PersistDemo(), SyncDemo()]
 
     @OptionGroup var options: StoreOptions
 
