@@ -37,19 +37,25 @@ let package = Package(
 )
 SWIFT
 
-cat > "$SCRATCH/Consumer/Sources/Consumer/main.swift" <<'SWIFT'
+# An async entry point, as a backend has, where the compiler picks the async twins.
+cat > "$SCRATCH/Consumer/Sources/Consumer/Consumer.swift" <<'SWIFT'
 import ContentStore
 import Foundation
 
-let directory = FileManager.default.temporaryDirectory.appendingPathComponent("consumer-\(UUID())")
-defer { try? FileManager.default.removeItem(at: directory) }
-let store = try Store(at: directory)
-let digest = try await store.put(Data("hello".utf8))
-try await store.write { tx in try tx.setRecord(Record(value: Data(), references: [digest]), forKey: "k") }
-let bytes = try await store.get(digest)
-precondition(bytes == Data("hello".utf8))
-try await store.close()
-print("consumer: ContentStore \(digest) ok")
+@main
+struct Consumer {
+    static func main() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("consumer-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try Store(at: directory)
+        let digest = try await store.put(Data("hello".utf8))
+        try await store.write { tx in try tx.setRecord(Record(value: Data(), references: [digest]), forKey: "k") }
+        let bytes = try await store.get(digest)
+        precondition(bytes == Data("hello".utf8))
+        try await store.close()
+        print("consumer: ContentStore \(digest) ok")
+    }
+}
 SWIFT
 
 cd "$SCRATCH/Consumer"
