@@ -39,7 +39,7 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
         ),
-        // No unsafeFlags: a package that uses them cannot be a versioned dependency. The CRC32C's
+        // No unsafe compiler flags: a package with them cannot be a versioned dependency. The CRC32C's
         // SSE4.2 path is chosen at run time by attribute, so it needs no compiler flag.
         .target(name: "CContentStoreSupport"),
         .target(
