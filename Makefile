@@ -24,17 +24,20 @@ release: deps
 # success, failure and interruption alike.
 CLUSTER_SERVICES := Scripts/cluster-services.sh
 POOL_TEST        := waitingWritersLeaveTheCooperativePoolFree
+# swift test with the engine's info-level log lines kept in .build/test.log instead of on the terminal,
+# and the failures repeated at the end.
+QUIET_TEST       := Scripts/swift-test-quiet.sh
 CLUSTER_DIR      ?= /tmp/contentstore-cluster-$(shell printf '%s' '$(CURDIR)' | cksum | cut -d' ' -f1)
 
 test: deps
 	$(SWIFT) build --build-tests
 	@trap '$(CLUSTER_SERVICES) stop "$(CLUSTER_DIR)"' EXIT INT TERM; \
 		$(CLUSTER_SERVICES) start "$(CLUSTER_DIR)" && . "$(CLUSTER_DIR)/env" && \
-		$(SWIFT) test --skip-build --skip '$(POOL_TEST)'
+		SWIFT=$(SWIFT) $(QUIET_TEST) --skip-build --skip '$(POOL_TEST)'
 	@# Swift Testing runs synchronous tests on the cooperative pool (two threads on two cores), so the
 	@# long sweeps and soaks of other suites occupy it for minutes; the test that the pool stays free
 	@# while writers wait measures that pool, so it runs in a process of its own.
-	$(SWIFT) test --skip-build --filter '$(POOL_TEST)'
+	SWIFT=$(SWIFT) TEST_LOG=.build/test-pool.log $(QUIET_TEST) --skip-build --filter '$(POOL_TEST)'
 	@# The event count's other path (condition variable: macOS and systems without a futex), on Linux too.
 	mkdir -p .build
 	$(CC) -O2 -Wall -Wextra -DCS_EVENT_CONDVAR -ISources/CContentStoreSupport/include -o .build/eventcount-condvar-stress \
