@@ -137,16 +137,16 @@ struct SortedMapTests {
         var model = Dictionary(uniqueKeysWithValues: zip(keys, values))
         expectEqual(map, model)
         for (i, k) in keys.enumerated() where i % 97 == 0 { #expect(map[k] == i) }
-        // Leaves at least 90% full once there is more than a root: a third of what inserting
-        // ascending keys one by one leaves.
+        // The fewest leaves the count allows, and at scale at least 90% full: inserting ascending
+        // keys one by one leaves them half full.
         var leaves = 0
         func countLeaves(_ node: SortedMap<String, Int>.Node) {
             if node.isLeaf { leaves += 1 } else { node.children.forEach(countLeaves) }
         }
         countLeaves(map.root)
-        if count > SortedMap<String, Int>.Node.maxKeys {
-            #expect(Double(count) / Double(leaves) >= 0.9 * Double(SortedMap<String, Int>.Node.maxKeys))
-        }
+        let maxKeys = SortedMap<String, Int>.Node.maxKeys
+        #expect(leaves <= (count + maxKeys - 1) / maxKeys + 1)
+        if count >= 4_000 { #expect(Double(count) / Double(leaves) >= 0.9 * Double(maxKeys)) }
         var rng = SplitMix64(seed: UInt64(count))
         for step in 0 ..< 3_000 {
             let k = key(Int.random(in: 0 ..< 2 * max(count, 1), using: &rng))
