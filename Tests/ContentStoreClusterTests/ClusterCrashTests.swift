@@ -67,7 +67,7 @@ struct ClusterCrashTests {
                     process.executableURL = workload
                     process.arguments = ["write", "g\(generation)w\(writer)"]
                     process.environment = childEnvironment
-                    FileManager.default.createFile(atPath: outputs.appendingPathComponent("g\(generation)w\(writer)").path, contents: nil)
+                    _ = FileManager.default.createFile(atPath: outputs.appendingPathComponent("g\(generation)w\(writer)").path, contents: nil)
                     process.standardOutput = try FileHandle(forWritingTo: outputs.appendingPathComponent("g\(generation)w\(writer)"))
                     try process.run()
                     running.append(process)
@@ -97,16 +97,16 @@ struct ClusterCrashTests {
             }
             #expect(acknowledged.count > 0)
             for (key, digest) in acknowledged {
-                #expect(try store.record(forKey: key)?.references == [digest], "acknowledged \(key) is present")
+                #expect(try await store.record(forKey: key)?.references == [digest], "acknowledged \(key) is present")
                 #expect(store.refCount(of: digest) >= 1)
-                #expect(try store.get(digest).count > 0)
+                #expect(try await store.get(digest).count > 0)
             }
-            let report = try store.verify(VerificationOptions(readData: true))
+            let report = try await store.verify(VerificationOptions(readData: true))
             #expect(report.isClean, "\(report.problems)")
 
             // After the grace period, one more collection leaves no orphaned upload behind.
             try await Task.sleep(for: .seconds(3))
-            _ = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .seconds(2)))
+            _ = try await store.collectGarbage(GarbageCollectionOptions(gracePeriod: .seconds(2)))
             let orphans = try await environment.withClient(cluster.databaseURL) { client in
                 for try await count in try await client.query("SELECT count(*) FROM contentstore.packs WHERE state = 0 AND created_at < now() - interval '2 seconds'").decode(Int64.self) {
                     return count
@@ -114,7 +114,7 @@ struct ClusterCrashTests {
                 return -1
             }
             #expect(orphans == 0)
-            #expect(try store.verify().isClean)
+            #expect(try await store.verify().isClean)
         }
     }
 }

@@ -20,7 +20,7 @@ import Warehouse
             #expect(try storage.storageSize() == UInt64("asset bytes".utf8.count))
             try storage.deleteProject(project)
             #expect(try storage.asset(named: "a/b.bin", inProject: copy) == Data("asset bytes".utf8))
-            #expect(try store.verify().isClean)
+            #expect(try await store.verify().isClean)
         }
     }
 
@@ -33,7 +33,7 @@ import Warehouse
             #expect(try await archive.data(forKey: "doc") == Data("v2".utf8))
             #expect(try await archive.allVersions(forKey: "doc") == [Data("v2".utf8), Data("v1".utf8)])
             #expect(try await archive.data(forKey: "missing") == nil)
-            #expect(try store.verify().isClean)
+            #expect(try await store.verify().isClean)
         }
     }
 }

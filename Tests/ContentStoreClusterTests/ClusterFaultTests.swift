@@ -51,22 +51,22 @@ struct ClusterFaultTests {
                                         configuration: StoreLocation.configuration)
             defer { try? store.close() }
             let before = EngineContractTests.randomData(100_000)
-            let digest = try store.put(before)
+            let digest = try await store.put(before)
 
             try await environment.services("stop-s3", directory)
             let error = #expect(throws: StoreError.self) { try store.put(EngineContractTests.randomData(100_000)) }
             #expect(error?.code == .unavailable)
             #expect(!"\(error!)".contains(environment.secretAccessKey))
             // Small blobs and records live in PostgreSQL: they still work.
-            let small = try store.put(Data("small".utf8))
-            try store.write { try $0.setRecord(Record(references: [small, digest]), forKey: "k") }
+            let small = try await store.put(Data("small".utf8))
+            try await store.write { try $0.setRecord(Record(references: [small, digest]), forKey: "k") }
 
             try await environment.services("start-s3", directory)
             let after = EngineContractTests.randomData(100_000)
-            try await eventually(within: .seconds(180)) { _ = try store.put(after) }
-            #expect(try store.get(Digest.sha256(after)) == after)
-            #expect(try store.get(digest) == before)
-            #expect(try store.verify(VerificationOptions(readData: true)).isClean)
+            try await eventually(within: .seconds(180)) { _ = try await store.put(after) }
+            #expect(try await store.get(Digest.sha256(after)) == after)
+            #expect(try await store.get(digest) == before)
+            #expect(try await store.verify(VerificationOptions(readData: true)).isClean)
         }
     }
 
@@ -83,7 +83,7 @@ struct ClusterFaultTests {
             let url = environment.databaseURL(database: "postgres", port: port)
             let store = try await Store(cluster: configuration(environment, database: url), configuration: StoreLocation.configuration)
             defer { try? store.close() }
-            let blob = try store.put(Data("shared".utf8))
+            let blob = try await store.put(Data("shared".utf8))
             let outcomes = try await withThrowingTaskGroup(of: (acked: [String], failed: [String]).self) { group in
                 for writer in 0 ..< 3 {
                     group.addTask {
@@ -123,7 +123,7 @@ struct ClusterFaultTests {
             #expect(Set(outcomes.acked).isSubset(of: present), "every acknowledged commit survives")
             #expect(present.isSubset(of: Set(outcomes.acked).union(outcomes.failed)))
             #expect(store.refCount(of: blob) == present.count)
-            #expect(try store.verify().isClean)
+            #expect(try await store.verify().isClean)
         }
     }
 }

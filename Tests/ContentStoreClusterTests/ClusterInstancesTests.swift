@@ -24,16 +24,16 @@ struct ClusterInstancesTests {
         try await withStore(.cluster) { first, location in
             let second = try await location.open()
             defer { try? second.close() }
-            let blob = try first.put(Data("shared".utf8))
-            try first.write { try $0.setRecord(Record(value: Data("from first".utf8), references: [blob, blob]), forKey: "k") }
-            #expect(try second.record(forKey: "k")?.value == Data("from first".utf8))
+            let blob = try await first.put(Data("shared".utf8))
+            try await first.write { try $0.setRecord(Record(value: Data("from first".utf8), references: [blob, blob]), forKey: "k") }
+            #expect(try await second.record(forKey: "k")?.value == Data("from first".utf8))
             #expect(second.refCount(of: blob) == 2)
-            #expect(try second.get(blob) == Data("shared".utf8))
-            try second.write { transaction in
+            #expect(try await second.get(blob) == Data("shared".utf8))
+            try await second.write { transaction in
                 let record = try #require(try transaction.record(forKey: "k"))
                 try transaction.setRecord(Record(value: record.value + Data(" and second".utf8), references: [blob]), forKey: "k")
             }
-            #expect(try first.record(forKey: "k")?.value == Data("from first and second".utf8))
+            #expect(try await first.record(forKey: "k")?.value == Data("from first and second".utf8))
             #expect(first.refCount(of: blob) == 1)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for store in [first, second, first, second] {
@@ -42,7 +42,7 @@ struct ClusterInstancesTests {
                 try await group.waitForAll()
             }
             #expect(try EngineContractTests.counter(second, key: "n") == 80)
-            #expect(try first.verify().isClean)
+            #expect(try await first.verify().isClean)
         }
     }
 

@@ -58,7 +58,7 @@ func withStore<T>(_ backend: StoreBackend, configuration: Store.Configuration = 
         do {
             let store = try await location.open(configuration)
             let result = try await body(store, location)
-            try store.close()
+            try await store.close()
             await environment.dropDatabase(url)
             return result
         } catch {
@@ -91,5 +91,13 @@ func becomesTrue(within timeout: Duration = .seconds(20), _ body: () throws -> B
 func onThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         Thread.detachNewThread { continuation.resume(with: Result(catching: work)) }
+    }
+}
+
+/// ``withStore(_:configuration:_:)`` with a synchronous body, which then calls the blocking API.
+func withStore<T>(_ backend: StoreBackend, configuration: Store.Configuration = StoreLocation.configuration,
+                  _ body: (Store, StoreLocation) throws -> T) async throws -> T {
+    try await withStore(backend, configuration: configuration) { (store: Store, location: StoreLocation) async throws -> T in
+        try body(store, location)
     }
 }

@@ -55,8 +55,12 @@ extension ClusterEngine {
             var transaction = Transaction(base: tracker, limits: limits)
             let result = try body(&transaction)
             let changes = try transaction.effectiveChanges()
+            let reads = tracker.reads
+            // effectiveChanges drops a write equal to the latest row; if that row is not what the
+            // body read, the body's result rests on a stale read and must run again.
+            if reads.inconsistent { continue }
             if changes.isEmpty { return result }
-            let member = CommitQueue.Member(reads: tracker.reads, changes: changes)
+            let member = CommitQueue.Member(reads: reads, changes: changes)
             switch try commitQueue.submit(member, engine: self) {
             case .committed:
                 return result

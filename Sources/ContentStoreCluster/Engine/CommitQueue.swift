@@ -66,7 +66,6 @@ final class CommitQueue: Sendable {
 
     /// Queues `member` and waits until its group committed (or it conflicted, or failed).
     func submit(_ member: Member, engine: ClusterEngine) throws -> Outcome {
-        if member.reads.inconsistent { return .conflict }
         let leads = state.withLock { state in
             state.waiting.append(member)
             defer { state.leading = true }
