@@ -85,7 +85,7 @@ let package = Package(
         .executableTarget(
             name: "contentstore",
             dependencies: [
-                "ContentStore", "Warehouse", "DataArchive", "StateLens", "Persist", "Sync",
+                "ContentStore", "ContentStoreCluster", "Warehouse", "DataArchive", "StateLens", "Persist", "Sync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -101,9 +101,12 @@ let package = Package(
         ),
         .testTarget(name: "WarehouseTests", dependencies: ["Warehouse"]),
         .testTarget(name: "DataArchiveTests", dependencies: ["DataArchive"]),
+        // The second-process workload of the cluster tests (Tests/ContentStoreClusterTests); not a product.
+        .executableTarget(name: "ClusterWorkload", dependencies: ["ContentStoreCluster", "ContentStore"], path: "Tests/ClusterWorkload"),
         .testTarget(
             name: "ContentStoreClusterTests",
-            dependencies: ["ContentStoreCluster", "ContentStore", .product(name: "PostgresNIO", package: "postgres-nio")]
+            dependencies: ["ContentStoreCluster", "ContentStore", "Warehouse", "DataArchive",
+                           .product(name: "PostgresNIO", package: "postgres-nio")]
         ),
         .testTarget(name: "StateLensTests", dependencies: ["StateLens"]),
         .testTarget(name: "PersistTests", dependencies: ["Persist", "ContentStore"]),

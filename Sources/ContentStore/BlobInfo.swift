@@ -9,4 +9,12 @@ public struct BlobInfo: Hashable, Sendable, Codable {
     public var storedSize: Int
     /// Record references pointing at it.
     public var refCount: Int
+
+    /// The facts another engine (the cluster's) reports.
+    package init(digest: Digest, size: Int, storedSize: Int, refCount: Int) {
+        self.digest = digest
+        self.size = size
+        self.storedSize = storedSize
+        self.refCount = refCount
+    }
 }

@@ -14,6 +14,8 @@ struct ContentStoreCommand: ParsableCommand {
         abstract: "Maintain and inspect a ContentStore store.",
         discussion: """
             The store is --store PATH, or $CONTENTSTORE_PATH, or ./contentstore-data.
+            A cluster store is --store postgres://… with --endpoint URL and --bucket NAME (or $CONTENTSTORE_S3_ENDPOINT,
+            $CONTENTSTORE_S3_BUCKET), credentials from $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY.
             Exit codes: 0 success, 1 error, 2 verify found damage, 3 the store is locked by another process.
             """,
         subcommands: [

@@ -1,11 +1,21 @@
 import ArgumentParser
 import ContentStore
+import ContentStoreCluster
 import Foundation
 
 /// Options every subcommand shares: where the store is and how results are printed.
 struct StoreOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("The store directory.", discussion: "Default: $CONTENTSTORE_PATH, or ./contentstore-data.", valueName: "path"))
+    @Option(name: .long, help: ArgumentHelp("The store directory, or postgres://… for a cluster store.",
+                                            discussion: "Default: $CONTENTSTORE_PATH, or ./contentstore-data.", valueName: "path"))
     var store: String?
+
+    @Option(name: .long, help: ArgumentHelp("A cluster store's S3-compatible object store, http(s)://host:port.",
+                                            discussion: "Default: $CONTENTSTORE_S3_ENDPOINT. Credentials: $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY.",
+                                            valueName: "url"))
+    var endpoint: String?
+
+    @Option(name: .long, help: ArgumentHelp("A cluster store's bucket.", discussion: "Default: $CONTENTSTORE_S3_BUCKET.", valueName: "name"))
+    var bucket: String?
 
     @Flag(name: .long, help: "Print the result as JSON with sorted keys; nothing on stderr but errors.")
     var json = false
@@ -18,6 +28,23 @@ struct StoreOptions: ParsableArguments {
     }
 
     var storeURL: URL { URL(fileURLWithPath: storePath) }
+
+    /// Whether the store is a cluster (a PostgreSQL URL rather than a directory).
+    var isCluster: Bool { storePath.hasPrefix("postgres://") || storePath.hasPrefix("postgresql://") }
+
+    /// The cluster the options name: the database URL, the endpoint and the bucket (options, else
+    /// the environment), credentials from the environment.
+    func clusterConfiguration() throws -> ClusterConfiguration {
+        let environment = ProcessInfo.processInfo.environment
+        guard let endpointText = endpoint ?? environment["CONTENTSTORE_S3_ENDPOINT"], let endpointURL = URL(string: endpointText),
+              endpointURL.scheme == "http" || endpointURL.scheme == "https" else {
+            throw CommandFailure(message: "a cluster store needs --endpoint http(s)://host:port (or CONTENTSTORE_S3_ENDPOINT)")
+        }
+        guard let bucketName = bucket ?? environment["CONTENTSTORE_S3_BUCKET"], !bucketName.isEmpty else {
+            throw CommandFailure(message: "a cluster store needs --bucket NAME (or CONTENTSTORE_S3_BUCKET)")
+        }
+        return ClusterConfiguration(databaseURL: storePath, objectStoreEndpoint: endpointURL, bucket: bucketName)
+    }
 
     /// Whether progress and logs may go to stderr.
     var showsProgress: Bool { !json && Terminal.standardErrorIsTerminal }
@@ -34,6 +61,8 @@ struct StoreOptions: ParsableArguments {
     /// Opens the store, which must exist: a maintenance command given a mistyped path must not
     /// create an empty store there.
     func openExistingStore(_ configure: (inout Store.Configuration) -> Void = { _ in }) throws -> Store {
+        // A cluster is shared: no other process holds it, and its database says what it is.
+        if isCluster { return try openStore(configure) }
         let format = storeURL.appendingPathComponent("FORMAT").path
         guard FileManager.default.fileExists(atPath: format) else {
             var isDirectory: ObjCBool = false
@@ -49,6 +78,7 @@ struct StoreOptions: ParsableArguments {
     func openStore(_ configure: (inout Store.Configuration) -> Void = { _ in }) throws -> Store {
         var configuration = configuration()
         configure(&configuration)
+        if isCluster { return try Store(cluster: clusterConfiguration(), configuration: configuration) }
         return try Store(at: storeURL, configuration: configuration)
     }
 

@@ -41,7 +41,7 @@ public struct GarbageCollectionReport: Codable, Sendable, Hashable {
     /// Wall-clock time the collection took.
     public var duration: Duration
 
-    init(dryRun: Bool) {
+    package init(dryRun: Bool) {
         blobsRemoved = 0
         bytesFreed = 0
         logicalBytesFreed = 0

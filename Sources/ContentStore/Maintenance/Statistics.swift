@@ -53,7 +53,7 @@ public struct Statistics: Codable, Sendable, Hashable {
         case compressionRatio, deduplicationRatio, deadStoredBytes
     }
 
-    init(blobCount: Int, logicalBytes: UInt64, storedBytes: UInt64, recordCount: Int, walBytes: UInt64, packCount: Int,
+    package init(blobCount: Int, logicalBytes: UInt64, storedBytes: UInt64, recordCount: Int, walBytes: UInt64, packCount: Int,
          liveStoredBytes: UInt64, unreferencedBlobCount: Int, unreferencedLogicalBytes: UInt64, referencedBytes: UInt64) {
         self.blobCount = blobCount
         self.logicalBytes = logicalBytes

@@ -51,7 +51,7 @@ public struct VerificationReport: Codable, Sendable, Hashable {
         case isClean, problems, blobsChecked, recordsChecked, walSegmentsChecked, readData
     }
 
-    init(problems: [Problem], blobsChecked: Int, recordsChecked: Int, walSegmentsChecked: Int, readData: Bool) {
+    package init(problems: [Problem], blobsChecked: Int, recordsChecked: Int, walSegmentsChecked: Int, readData: Bool) {
         self.problems = problems
         self.blobsChecked = blobsChecked
         self.recordsChecked = recordsChecked
@@ -235,5 +235,13 @@ extension LocalEngine {
             }
         }
         progress?(MaintenanceProgress(phase: .checkingBlobs, completed: ordered.count, total: ordered.count))
+    }
+}
+
+extension VerificationReport.Problem {
+    /// A finding, as another engine's verify (the cluster's) reports one.
+    package static func finding(kind: String, message: String, path: String? = nil, offset: UInt64? = nil,
+                                digest: Digest? = nil, key: String? = nil) -> Self {
+        Self(kind: kind, message: message, path: path, offset: offset, digest: digest, key: key)
     }
 }

@@ -12,7 +12,7 @@ import Synchronization
 /// re-hashing every hit cost more than the rest of it. Content addressing means an entry never goes
 /// stale; a blob that collection drops is no longer in the index, which `get` consults first, and
 /// its entry ages out.
-final class BlobCache: Sendable {
+package final class BlobCache: Sendable {
     private struct Slot {
         var digest: Digest
         var blob: Data
@@ -34,14 +34,15 @@ final class BlobCache: Sendable {
     var largestCachedBlob: Int { capacity / 16 }
     private let state = Mutex(State())
 
-    init(capacity: Int) {
+    package init(capacity: Int) {
         self.capacity = max(0, capacity)
     }
 
     /// Bytes of the blobs held now.
     var bytes: Int { state.withLock { $0.bytes } }
 
-    func blob(_ digest: Digest) -> Data? {
+    /// The cached bytes of `digest`, marked recently used; nil when not cached.
+    package func blob(_ digest: Digest) -> Data? {
         guard capacity > 0 else { return nil }
         return state.withLock { state in
             guard let index = state.positions[digest] else { return nil }
@@ -51,7 +52,7 @@ final class BlobCache: Sendable {
     }
 
     /// Keeps `blob`, which the caller read and verified, evicting others to make room.
-    func insert(_ blob: Data, for digest: Digest) {
+    package func insert(_ blob: Data, for digest: Digest) {
         guard blob.count > 0, blob.count <= largestCachedBlob else { return }
         state.withLock { state in
             guard state.positions[digest] == nil else { return }

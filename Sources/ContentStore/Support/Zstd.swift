@@ -3,14 +3,14 @@ import Synchronization
 
 /// zstd compression with pooled contexts: creating a context per call costs more than
 /// compressing a small blob.
-enum Zstd {
+package enum Zstd {
     /// A zstd context. Sendable because the pool hands each one to a single thread at a time.
     private struct Context: @unchecked Sendable { let pointer: OpaquePointer }
     private static let compressors = Mutex<[Context]>([])
     private static let decompressors = Mutex<[Context]>([])
 
     /// The compressed form of `source`, or nil when compression would not make it smaller.
-    static func compress(_ source: UnsafeRawBufferPointer, level: Int) -> [UInt8]? {
+    package static func compress(_ source: UnsafeRawBufferPointer, level: Int) -> [UInt8]? {
         // One byte less than the input: anything that does not fit is not worth storing compressed.
         let capacity = source.count - 1
         guard capacity > 0 else { return nil }
@@ -121,6 +121,12 @@ enum Zstd {
     static func declaredContentSize(_ source: UnsafeRawBufferPointer) -> UInt64? {
         let size = ZSTD_getFrameContentSize(source.baseAddress, source.count)
         return size >= ZSTD_CONTENTSIZE_ERROR ? nil : size
+    }
+
+    /// Decompresses `frame`, made without a dictionary, into `destination`, which must be exactly the
+    /// original size (the cluster engine's reads).
+    package static func decompress(frame: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) throws {
+        try decompress(frame, into: destination, dictionary: nil)
     }
 
     /// Decompresses `source` into `destination`, which must be exactly the original size.

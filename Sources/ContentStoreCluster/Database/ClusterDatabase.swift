@@ -52,7 +52,8 @@ package final class ClusterDatabase: Sendable {
         self.requestTimeout = requestTimeout
         self.logger = logger
         let client = self.client
-        self.runTask = Mutex(Task { await client.run() })
+        // On the cluster's own threads: a blocked caller on the cooperative pool must not stall it.
+        self.runTask = Mutex(Task(executorPreference: ClusterExecutor.shared) { await client.run() })
     }
 
     deinit {
@@ -235,6 +236,47 @@ package final class ClusterDatabase: Sendable {
         }
     }
 
+    /// A pooled connection held until ``HeldConnection/release()``: for what spans calls (a
+    /// snapshot's transaction, the collector's session lock). Failures map as for ``run(_:_:)``.
+    package func hold(_ operation: String) async throws -> HeldConnection {
+        guard runTask.withLock({ $0 != nil }) else {
+            throw StoreError(code: .closed, message: "the connection pool for PostgreSQL at \(url.endpoint) was closed")
+        }
+        let (connections, handOver) = AsyncThrowingStream<PostgresConnection, any Error>.makeStream()
+        let (released, release) = AsyncStream<Void>.makeStream()
+        let client = client
+        let holder = Task(executorPreference: ClusterExecutor.shared) {
+            do {
+                try await client.withConnection { connection in
+                    handOver.yield(connection)
+                    for await _ in released {}
+                }
+                handOver.finish()
+            } catch {
+                handOver.finish(throwing: error)
+            }
+        }
+        do {
+            return try await withThrowingTaskGroup(of: PostgresConnection?.self) { group in
+                group.addTask {
+                    for try await connection in connections { return connection }
+                    return nil
+                }
+                group.addTask {
+                    try await Task.sleep(for: self.requestTimeout)
+                    throw Timeout()
+                }
+                defer { group.cancelAll() }
+                guard let connection = try await group.next()! else { throw Timeout() }
+                return HeldConnection(connection: connection, release: release)
+            }
+        } catch {
+            release.finish()
+            holder.cancel()
+            throw storeError(error, operation: operation)
+        }
+    }
+
     /// How long a request may wait for a pooled connection before a direct attempt checks why.
     private static let probeDelay: Duration = .seconds(1)
 
@@ -255,7 +297,8 @@ package final class ClusterDatabase: Sendable {
         var description: String { "no answer within the request timeout" }
     }
 
-    private func storeError(_ error: any Error, operation: String) -> StoreError {
+    func storeError(_ error: any Error, operation: String) -> StoreError {
+        if let error = error as? StoreError { return error }
         if error is Timeout {
             return StoreError(code: .unavailable,
                               message: "PostgreSQL at \(url.endpoint) did not answer within \(requestTimeout) (\(operation))", cause: error)
@@ -324,4 +367,20 @@ package struct PostgresFailure: Error, Sendable, CustomStringConvertible {
         if let serverMessage { text += ": \(serverMessage)" }
         return text
     }
+}
+
+/// A connection taken out of the pool until ``release()`` (``ClusterDatabase/hold(_:)``).
+package final class HeldConnection: Sendable {
+    package let connection: PostgresConnection
+    private let releaseSignal: AsyncStream<Void>.Continuation
+
+    init(connection: PostgresConnection, release: AsyncStream<Void>.Continuation) {
+        self.connection = connection
+        self.releaseSignal = release
+    }
+
+    deinit { releaseSignal.finish() }
+
+    /// Returns the connection to the pool. Idempotent.
+    package func release() { releaseSignal.finish() }
 }

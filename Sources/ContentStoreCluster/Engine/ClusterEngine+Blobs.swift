@@ -1,0 +1,267 @@
+import ContentStore
+import Foundation
+import NIOCore
+import PostgresNIO
+
+/// Blobs (Docs/cluster.md §3): put with upload before registration, verified reads, the caches.
+///
+/// Owns rule 2 and rule 4 for the cluster: a `blobs` row exists only once the bytes are durable
+/// (inline in the row's own committed transaction, or in an uploaded pack whose row turned live in
+/// the same transaction as the blob row); `get` never returns bytes that do not hash to the digest.
+extension ClusterEngine {
+    func put(_ data: Data) throws -> Digest {
+        try checkOpen()
+        guard data.count <= limits.maximumBlobSize else {
+            throw StoreError(code: .limitExceeded, message: "a blob of \(data.count) bytes exceeds the limit of \(limits.maximumBlobSize)")
+        }
+        let digest = Digest.sha256(data)
+        if try freshen(digest) { return digest }
+        let (codec, stored) = encode(data)
+        if stored.count <= Self.inlineLimit {
+            try insertInline(digest, logicalSize: data.count, codec: codec, stored: stored)
+        } else {
+            try uploadPack(digest, logicalSize: data.count, codec: codec, stored: stored)
+        }
+        return digest
+    }
+
+    func put(contentsOf file: URL) throws -> Digest {
+        try checkOpen()
+        let data: Data
+        do {
+            data = try Data(contentsOf: file, options: .mappedIfSafe)
+        } catch {
+            throw StoreError(code: .io, message: "cannot read \(file.path)", path: file.path, cause: error)
+        }
+        return try put(data)
+    }
+
+    /// §3.1 step 2: true when the store holds `digest`, whose grace period now restarts. The update
+    /// takes the row lock, so it serializes with the collector's delete of the row.
+    private func freshen(_ digest: Digest) throws -> Bool {
+        try query("freshen a blob") { connection in
+            let rows = try await connection.query(
+                "UPDATE contentstore.blobs SET freshened_at = now() WHERE digest = \(digest.buffer) RETURNING 1", logger: self.logger)
+            for try await _ in rows.decode(Int32.self) { return true }
+            return false
+        }
+    }
+
+    /// zstd when it saves at least 1/16 of the bytes, raw otherwise (as the embedded store).
+    private func encode(_ data: Data) -> (ClusterPackFormat.Codec, [UInt8]) {
+        let compressed = data.withUnsafeBytes { Zstd.compress($0, level: configuration.compressionLevel) }
+        if let compressed, compressed.count <= data.count - data.count / 16 { return (.zstd, compressed) }
+        return (.raw, [UInt8](data))
+    }
+
+    private func insertInline(_ digest: Digest, logicalSize: Int, codec: ClusterPackFormat.Codec, stored: [UInt8]) throws {
+        try query("store a small blob") { connection in
+            _ = try await connection.query("""
+                INSERT INTO contentstore.blobs (digest, logical_size, stored_size, codec, inline_data, ref_count, zero_since, freshened_at) \
+                VALUES (\(digest.buffer), \(Int64(logicalSize)), \(Int64(stored.count)), \(Int16(codec.rawValue)), \(ByteBuffer(bytes: stored)), \
+                0, now(), now()) ON CONFLICT (digest) DO UPDATE SET freshened_at = now()
+                """, logger: self.logger)
+        }
+    }
+
+    /// §3.1 step 4: the intent row, the upload, then the pack's row turns live with its blob's row
+    /// in one transaction. A pack whose blob another instance registered first holds no live blob
+    /// and is collected.
+    private func uploadPack(_ digest: Digest, logicalSize: Int, codec: ClusterPackFormat.Codec, stored: [UInt8]) throws {
+        var builder = ClusterPackFormat.Builder()
+        let row = digest.withUnsafeBytes { digestBytes in
+            builder.append(.init(digest: [UInt8](digestBytes), codec: codec, logicalLength: UInt64(logicalSize), stored: stored))
+        }
+        let pack = builder.finish()
+        // The content hash names the bytes; the intent's own id keeps two intents of identical bytes
+        // (the same blob put twice, one copy condemned meanwhile) from sharing an object.
+        let contentHex = Digest.sha256(pack).hex
+        let objectKey = "packs/\(contentHex.prefix(2))/\(contentHex)-\(UUID().uuidString.lowercased().prefix(8)).pack"
+        let instanceID = instanceID
+        let packID: Int64 = try query("register a pack upload") { connection in
+            let rows = try await connection.query("""
+                INSERT INTO contentstore.packs (object_key, state, size, blob_count, instance_id) \
+                VALUES (\(objectKey), 0, \(Int64(pack.count)), 1, \(instanceID)) RETURNING id
+                """, logger: self.logger)
+            for try await id in rows.decode(Int64.self) { return id }
+            throw StoreError(code: .io, message: "PostgreSQL returned no id for pack \(objectKey)")
+        }
+        let objects = objects
+        _ = try wait { try await objects.put(objectKey, bytes: pack, ifAbsent: true) }
+        try query("register an uploaded pack") { connection in
+            try await connection.query("BEGIN", logger: self.logger)
+            do {
+                var registered = false
+                for try await _ in try await connection.query(
+                    "UPDATE contentstore.packs SET state = 1 WHERE id = \(packID) AND state = 0 RETURNING 1", logger: self.logger
+                ).decode(Int32.self) { registered = true }
+                guard registered else {
+                    throw StoreError(code: .io, message: "the upload intent of pack \(objectKey) was collected before the upload finished "
+                                     + "(the grace period is shorter than the upload); nothing was stored", path: objectKey)
+                }
+                try await connection.query("""
+                    INSERT INTO contentstore.blobs (digest, logical_size, stored_size, codec, pack_id, pack_offset, ref_count, zero_since, freshened_at) \
+                    VALUES (\(digest.buffer), \(Int64(logicalSize)), \(Int64(stored.count)), \(Int16(codec.rawValue)), \(packID), \
+                    \(Int64(row.entryOffset)), 0, now(), now()) ON CONFLICT (digest) DO UPDATE SET freshened_at = now()
+                    """, logger: self.logger)
+                try await connection.query("COMMIT", logger: self.logger)
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: self.logger)
+                throw error
+            }
+        }
+    }
+
+    // MARK: - Reads
+
+    func get(_ digest: Digest) throws -> Data {
+        try checkOpen()
+        if let data = memoryCache.blob(digest) { return data }
+        if let data = diskCache?.load(digest) {
+            memoryCache.insert(data, for: digest)
+            return data
+        }
+        let data = try wait { try await self.fetch(digest) }
+        memoryCache.insert(data, for: digest)
+        diskCache?.store(data, for: digest)
+        return data
+    }
+
+    func cachedBlob(_ digest: Digest) throws -> Data? {
+        try checkOpen()
+        return memoryCache.blob(digest)
+    }
+
+    func export(_ digest: Digest, to file: URL) throws {
+        let data = try get(digest)
+        let temporary = file.deletingLastPathComponent().appendingPathComponent(".\(file.lastPathComponent).\(UUID().uuidString)")
+        do {
+            try data.write(to: temporary)
+            let handle = try FileHandle(forWritingTo: temporary)
+            try handle.synchronize()
+            try handle.close()
+            guard rename(temporary.path, file.path) == 0 else {
+                throw StoreError(code: .io, message: "cannot rename \(temporary.path) to \(file.path): errno \(errno)", path: file.path)
+            }
+        } catch let error as StoreError {
+            try? FileManager.default.removeItem(at: temporary)
+            throw error
+        } catch {
+            try? FileManager.default.removeItem(at: temporary)
+            throw StoreError(code: .io, message: "cannot write \(file.path)", path: file.path, cause: error)
+        }
+    }
+
+    func contains(_ digest: Digest) -> Bool {
+        (try? blobRow(digest)) != nil
+    }
+
+    func refCount(of digest: Digest) -> Int {
+        (try? blobRow(digest))?.refCount ?? 0
+    }
+
+    func info(for digest: Digest) -> BlobInfo? {
+        guard let row = try? blobRow(digest) else { return nil }
+        return BlobInfo(digest: digest, size: row.logicalSize, storedSize: row.storedSize, refCount: row.refCount)
+    }
+
+    private struct BlobRow: Sendable {
+        var logicalSize: Int
+        var storedSize: Int
+        var refCount: Int
+    }
+
+    /// The committed row of `digest` (always the database, never a cache: §3.3); nil when absent.
+    private func blobRow(_ digest: Digest) throws -> BlobRow? {
+        try query("read a blob's row") { connection in
+            let rows = try await connection.query(
+                "SELECT logical_size, stored_size, ref_count FROM contentstore.blobs WHERE digest = \(digest.buffer)", logger: self.logger)
+            for try await (logical, stored, count) in rows.decode((Int64, Int64, Int64).self) {
+                return BlobRow(logicalSize: Int(logical), storedSize: Int(stored), refCount: Int(count))
+            }
+            return nil
+        }
+    }
+
+    /// The verified bytes of `digest` from the database or the object store. A pack that is gone
+    /// is looked up once more: the collector may have moved the blob meanwhile (§3.3).
+    func fetch(_ digest: Digest) async throws -> Data {
+        do {
+            return try await fetchOnce(digest)
+        } catch let error as StoreError where error.code == .notFound && error.path != nil {
+            do {
+                return try await fetchOnce(digest)
+            } catch let again as StoreError where again.code == .notFound && again.path != nil {
+                throw StoreError(code: .corrupted, message: again.message, path: again.path, offset: again.offset, cause: error)
+            }
+        }
+    }
+
+    private func fetchOnce(_ digest: Digest) async throws -> Data {
+        typealias Row = (Int64, Int64, Int16, ByteBuffer?, String?, Int64?)
+        let row: Row? = try await database.run("read a blob's location") { connection in
+            let rows = try await connection.query("""
+                SELECT b.logical_size, b.stored_size, b.codec, b.inline_data, p.object_key, b.pack_offset \
+                FROM contentstore.blobs b LEFT JOIN contentstore.packs p ON p.id = b.pack_id WHERE b.digest = \(digest.buffer)
+                """, logger: self.logger)
+            for try await row in rows.decode(Row.self) { return row }
+            return nil
+        }
+        guard let row else { throw StoreError(code: .notFound, message: "blob \(digest) is not in the store") }
+        let (logical, storedSize, codecValue, inline, objectKey, offset) = row
+        guard logical <= limits.maximumGetSize else {
+            throw StoreError(code: .limitExceeded,
+                             message: "blob \(digest) is \(logical) bytes, over the get limit of \(limits.maximumGetSize); export it instead")
+        }
+        guard let codec = ClusterPackFormat.Codec(rawValue: UInt8(clamping: codecValue)) else {
+            throw StoreError(code: .corrupted, message: "blob \(digest) has unknown codec \(codecValue) in contentstore.blobs")
+        }
+        let stored: [UInt8]
+        let location: String
+        if let inline {
+            stored = Array(inline.readableBytesView)
+            location = "contentstore.blobs.inline_data"
+        } else if let objectKey, let offset {
+            let expected = ClusterPackFormat.IndexRow(
+                digest: digest.withUnsafeBytes { [UInt8]($0) }, entryOffset: UInt64(offset), logicalLength: UInt64(logical),
+                storedLength: UInt32(clamping: storedSize), codec: codec)
+            let end = UInt64(offset) + UInt64(ClusterPackFormat.entryHeaderSize) + UInt64(storedSize)
+            let bytes: [UInt8]
+            do {
+                bytes = try await objects.get(objectKey, range: UInt64(offset) ..< end)
+            } catch let error as StoreError where error.code == .notFound {
+                throw StoreError(code: .notFound, message: "pack object \(objectKey) holding blob \(digest) is missing",
+                                 path: objectKey, offset: UInt64(offset), cause: error)
+            }
+            stored = try ClusterPackFormat.parseEntry(bytes, expected: expected, objectKey: objectKey).stored
+            location = "pack \(objectKey) at offset \(offset)"
+        } else {
+            throw StoreError(code: .corrupted, message: "blob \(digest) has no location in contentstore.blobs")
+        }
+        let data = try decode(stored, codec: codec, logicalSize: Int(logical), digest: digest, location: location)
+        if configuration.verifiesReads, Digest.sha256(data) != digest {
+            throw StoreError(code: .corrupted, message: "blob \(digest) in \(location) does not hash to its digest")
+        }
+        return data
+    }
+
+    func decode(_ stored: [UInt8], codec: ClusterPackFormat.Codec, logicalSize: Int, digest: Digest, location: String) throws -> Data {
+        switch codec {
+        case .raw:
+            guard stored.count == logicalSize else {
+                throw StoreError(code: .corrupted, message: "blob \(digest) in \(location) is \(stored.count) bytes, not \(logicalSize)")
+            }
+            return Data(stored)
+        case .zstd:
+            var data = Data(count: logicalSize)
+            do {
+                try data.withUnsafeMutableBytes { destination in
+                    try stored.withUnsafeBytes { try Zstd.decompress(frame: $0, into: destination) }
+                }
+            } catch {
+                throw StoreError(code: .corrupted, message: "blob \(digest) in \(location) does not decompress", cause: error)
+            }
+            return data
+        }
+    }
+}

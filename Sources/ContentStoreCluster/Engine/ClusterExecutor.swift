@@ -1,0 +1,55 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// Where the cluster's async work runs: threads of its own (a concurrent dispatch queue), never the
+/// cooperative pool.
+///
+/// Owns one invariant: the blocking ``StoreEngine`` methods, which wait for async work on the
+/// caller's thread, can never starve that work. A caller may itself be a cooperative-pool thread
+/// (a synchronous test body, a synchronous call from an actor); if the work it waits on needed the
+/// same pool, two such callers on two cores would deadlock. postgres-nio's pool loop and every
+/// query body therefore run here, and the sockets stay on the libraries' own event loops.
+final class ClusterExecutor: TaskExecutor, @unchecked Sendable {
+    /// The one executor every cluster engine in the process shares.
+    static let shared = ClusterExecutor()
+
+    // @unchecked Sendable: a dispatch queue is thread-safe.
+    private let queue = DispatchQueue(label: "ContentStoreCluster.async", attributes: .concurrent)
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        queue.async { job.runSynchronously(on: executor) }
+    }
+
+    /// Runs `body` here and blocks the calling thread until it finishes: how a synchronous engine
+    /// method waits for PostgreSQL or the object store.
+    static func wait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+        let outcome = Outcome<T>()
+        Task(executorPreference: shared) {
+            do {
+                outcome.set(.success(try await body()))
+            } catch {
+                outcome.set(.failure(error))
+            }
+        }
+        return try outcome.wait()
+    }
+}
+
+/// The result of work one thread waits for and another produces.
+private final class Outcome<T: Sendable>: Sendable {
+    private let result = Mutex<Result<T, any Error>?>(nil)
+    private let done = DispatchSemaphore(value: 0)
+
+    func set(_ value: Result<T, any Error>) {
+        result.withLock { $0 = value }
+        done.signal()
+    }
+
+    func wait() throws -> T {
+        done.wait()
+        return try result.withLock { $0! }.get()
+    }
+}
