@@ -15,19 +15,35 @@ enum ArchiveOperation: String, CaseIterable {
 protocol ArchiveClient: AnyObject, Sendable {
     /// The report column (contender) this client's figures go to.
     var contender: String { get }
+    /// The rows this client's figures go to: the ContentStore API it drives, or nil for a baseline,
+    /// whose figure stands against every one of them.
+    var rowAPI: String? { get }
+    func supports(_ operation: ArchiveOperation) -> Bool
     func run(_ operation: ArchiveOperation, values: ArchiveValues, keys: [String], deadline: UInt64) throws -> Int
     func fireAndForget(values: ArchiveValues, keys: [String], count: Int) throws
 }
 
+extension ArchiveClient {
+    func supports(_ operation: ArchiveOperation) -> Bool { true }
+}
+
 /// Values of one size, each one distinct (its first 8 bytes a counter, shared by every run that
 /// draws from it), as edited documents are: no value is ever stored twice, so nothing dedups.
+/// Text, or with `random` bytes that do not compress (media, encrypted or compressed documents).
 final class ArchiveValues: Sendable {
     let base: Data
     private let counter: Atomic<UInt64>
 
-    init(size: Int, seed: UInt64) {
-        var generator = ContentGenerator(seed: seed)
-        base = Data(generator.textBlock(size: size))
+    init(size: Int, seed: UInt64, random: Bool = false) {
+        if random {
+            var generator = DeterministicRandom(seed: seed)
+            var bytes = Data(count: size)
+            bytes.withUnsafeMutableBytes { generator.fill($0) }
+            base = bytes
+        } else {
+            var generator = ContentGenerator(seed: seed)
+            base = Data(generator.textBlock(size: size))
+        }
         counter = Atomic(seed &* 0x9E37_79B9_7F4A_7C15 &+ monotonicNanoseconds())
     }
 
@@ -72,6 +88,7 @@ final class DataArchiveClient: ArchiveClient {
     let contender = Name.contentStore
     let archive: DataArchive
     let api: API
+    var rowAPI: String? { api.rawValue }
 
     init(archive: DataArchive, api: API) {
         self.archive = archive
@@ -152,6 +169,7 @@ final class DataArchiveClient: ArchiveClient {
 /// original's did.
 final class FilePerKeyArchive: ArchiveClient {
     let contender = Name.filePerKey
+    let rowAPI: String? = nil
     let root: String
     private let knownKeys = Mutex<Set<String>>([])
     private let queues = Mutex<[String: DispatchQueue]>([:])
@@ -229,5 +247,51 @@ final class FilePerKeyArchive: ArchiveClient {
         }
         for key in keys { queue(key).sync {} }
         if let error = failure.withLock({ $0 }) { throw error }
+    }
+}
+
+/// ContentStore's `Store` itself, as a backend keeping a value per key would use it: `set` puts the
+/// value as a blob and commits a record referencing it (durable when it returns, as
+/// DataArchive's); `get` reads the record and gets its blob (verified, as by default).
+final class StoreValueClient: ArchiveClient {
+    static let api = "Store"
+    static let operations: [ArchiveOperation] = [.set, .get]
+    let contender = Name.contentStore
+    let rowAPI: String? = StoreValueClient.api
+    let store: Store
+
+    init(store: Store) {
+        self.store = store
+    }
+
+    func supports(_ operation: ArchiveOperation) -> Bool { Self.operations.contains(operation) }
+
+    func set(_ data: Data, forKey key: String) throws {
+        let digest = try store.put(data)
+        try store.write { try $0.setRecord(Record(references: [digest]), forKey: key) }
+    }
+
+    func get(_ key: String) throws -> Data? {
+        guard let digest = try store.record(forKey: key)?.references.first else { return nil }
+        return try store.get(digest)
+    }
+
+    func run(_ operation: ArchiveOperation, values: ArchiveValues, keys: [String], deadline: UInt64) throws -> Int {
+        var count = 0
+        while monotonicNanoseconds() < deadline {
+            let key = keys[count % keys.count]
+            switch operation {
+            case .set: try set(values.next(), forKey: key)
+            case .get: guard try get(key) != nil else { throw VerificationFailed(description: "Store: \(key) has no value") }
+            case .archiveCurrent: throw VerificationFailed(description: "Store: archiveCurrent is DataArchive's")
+            }
+            count += 1
+        }
+        return count
+    }
+
+    /// Sets `count` values in turn, each durable before the next (the set-up fill).
+    func fireAndForget(values: ArchiveValues, keys: [String], count: Int) throws {
+        for index in 0 ..< count { try set(values.next(), forKey: keys[index % keys.count]) }
     }
 }

@@ -7,14 +7,21 @@ import Foundation
 /// ContentStore's DataArchive (async API, and callback API waiting for each completion; and
 /// fire-and-forget sets followed by a barrier) against the original's file-per-key scheme made
 /// durable (``FilePerKeyArchive``); plus the bytes 100 versions with 10 distinct contents occupy.
+/// Issue 19 adds 1 MiB values that do not compress, and the same set and get through `Store`
+/// itself (``StoreValueClient``), so the engine's large-value path is measured without the facade.
 struct ArchiveWorkload {
     static let group = "DataArchive (issue 5)"
-    static let sizes = [(label: "1 KiB", bytes: 1 << 10), (label: "1 MiB", bytes: 1 << 20)]
+    static let sizes = [(label: "1 KiB", bytes: 1 << 10, random: false), (label: "1 MiB", bytes: 1 << 20, random: false),
+                        (label: "1 MiB random", bytes: 1 << 20, random: true)]
+    /// The row label of each way ContentStore is driven: DataArchive's two APIs, then `Store`.
+    static let apis = [DataArchiveClient.API.async.rawValue, DataArchiveClient.API.callback.rawValue, StoreValueClient.api]
     /// 64 keys per value size, so a get always finds a value of its size.
     static func keys(_ size: String) -> [String] { (0 ..< 64).map { "doc-\(size.replacingOccurrences(of: " ", with: ""))-\($0)" } }
 
     let seconds: Double
     private let store: Store?
+    /// The store ``StoreValueClient`` sets and gets values in, apart from DataArchive's.
+    private let valueStore: Store?
     private let clients: [any ArchiveClient]
     /// The rows by ID (``rowID(_:_:_:)``), in report order.
     private var rows: [String: Measurement] = [:]
@@ -31,8 +38,12 @@ struct ArchiveWorkload {
             let archive = DataArchive(store: store)
             clients += [DataArchiveClient(archive: archive, api: .async), DataArchiveClient(archive: archive, api: .callback)]
             self.store = store
+            let valueStore = try Store(at: URL(fileURLWithPath: try POSIX.scratchDirectory("compare/archive-store")), configuration: configuration)
+            clients.append(StoreValueClient(store: valueStore))
+            self.valueStore = valueStore
         } else {
             store = nil
+            valueStore = nil
         }
         if options.includes(contender: Name.filePerKey) {
             clients.append(try FilePerKeyArchive(directory: try POSIX.scratchDirectory("compare/archive-files")))
@@ -40,11 +51,14 @@ struct ArchiveWorkload {
         self.clients = clients
         for size in Self.sizes {
             for operation in ArchiveOperation.allCases {
-                for api in [DataArchiveClient.API.async, .callback] {
-                    let id = Self.rowID(operation, size.label, api.rawValue)
-                    let how = api == .async ? "async API" : "callback API, waiting for each completion"
-                    rows[id] = Measurement(id: id, workload: "DataArchive \(operation.rawValue) \(size.label) (\(how))", unit: "ops/s",
-                                             higherIsBetter: true, group: Self.group)
+                for api in Self.apis where api != StoreValueClient.api || StoreValueClient.operations.contains(operation) {
+                    let id = Self.rowID(operation, size.label, api)
+                    let what = switch api {
+                    case DataArchiveClient.API.async.rawValue: "DataArchive \(operation.rawValue) \(size.label) (async API)"
+                    case DataArchiveClient.API.callback.rawValue: "DataArchive \(operation.rawValue) \(size.label) (callback API, waiting for each completion)"
+                    default: "Store \(operation.rawValue) \(size.label) (put + write of a record referencing it; record + get)"
+                    }
+                    rows[id] = Measurement(id: id, workload: what, unit: "ops/s", higherIsBetter: true, group: Self.group)
                     rowOrder.append(id)
                 }
             }
@@ -55,9 +69,10 @@ struct ArchiveWorkload {
         }
         // Every key gets a value first (not timed), so the gets never miss.
         for (index, size) in Self.sizes.enumerated() {
-            for client in clients where (client as? DataArchiveClient)?.api != .async {
+            for client in clients where client.rowAPI != DataArchiveClient.API.async.rawValue {
                 let keys = Self.keys(size.label)
-                try client.fireAndForget(values: ArchiveValues(size: size.bytes, seed: UInt64(1000 + index)), keys: keys, count: keys.count)
+                try client.fireAndForget(values: ArchiveValues(size: size.bytes, seed: UInt64(1000 + index), random: size.random), keys: keys,
+                                         count: keys.count)
             }
         }
         storage = try Self.measureStorage(options: options)
@@ -75,30 +90,30 @@ struct ArchiveWorkload {
     mutating func run(round: Int, label: String) throws {
         for (index, size) in Self.sizes.enumerated() {
             let keys = Self.keys(size.label)
-            let values = ArchiveValues(size: size.bytes, seed: UInt64(round * 10 + index))
+            let values = ArchiveValues(size: size.bytes, seed: UInt64(round * 10 + index), random: size.random)
             var setRates: [String: Double] = [:]
             var summary: [String] = []
             for client in rotated(clients, by: round) {
-                let api = (client as? DataArchiveClient)?.api.rawValue
+                let api = client.rowAPI
                 // Warm-up, not timed: the first writes after a pause run slower (measured: about half speed).
                 _ = try client.run(.set, values: values, keys: keys, deadline: monotonicNanoseconds() + UInt64(seconds * 0.25e9))
-                for operation in ArchiveOperation.allCases {
+                for operation in ArchiveOperation.allCases where client.supports(operation) {
                     let deadline = monotonicNanoseconds() + UInt64(seconds * 1e9)
                     var count = 0
                     let elapsed = try measureSeconds { count = try client.run(operation, values: values, keys: keys, deadline: deadline) }
                     let rate = Double(count) / elapsed
                     // The baseline has one waiting mode: its figure stands against both of ContentStore's APIs.
-                    for rowAPI in api.map({ [$0] }) ?? ["async", "callback"] {
-                        rows[Self.rowID(operation, size.label, rowAPI)]!.record(client.contender, round: round, rate)
+                    for rowAPI in api.map({ [$0] }) ?? Self.apis {
+                        rows[Self.rowID(operation, size.label, rowAPI)]?.record(client.contender, round: round, rate)
                     }
-                    if operation == .set { setRates[client.contender] = max(setRates[client.contender] ?? 0, rate) }
+                    if operation == .set && api != StoreValueClient.api { setRates[client.contender] = max(setRates[client.contender] ?? 0, rate) }
                     summary.append(String(format: "%@%@ %@ %.0f/s", client.contender, api.map { " (\($0))" } ?? "", operation.rawValue, rate))
                 }
                 sync()
             }
             // Fire-and-forget: about `seconds` worth of sets at the rate this contender just waited for them.
             let cap = size.bytes >= 1 << 20 ? 256 : 20_000
-            for client in rotated(clients.filter { ($0 as? DataArchiveClient)?.api != .async }, by: round) {
+            for client in rotated(clients.filter { $0.rowAPI == nil || $0.rowAPI == DataArchiveClient.API.callback.rawValue }, by: round) {
                 let count = min(cap, max(keys.count, Int((setRates[client.contender] ?? 0) * seconds)))
                 let elapsed = try measureSeconds { try client.fireAndForget(values: values, keys: keys, count: count) }
                 rows[Self.rowID(.set, size.label, "fire-and-forget")]!.record(client.contender, round: round, Double(count) / elapsed)
@@ -156,5 +171,8 @@ struct ArchiveWorkload {
         return [bytes, versions]
     }
 
-    func close() throws { try store?.close() }
+    func close() throws {
+        try store?.close()
+        try valueStore?.close()
+    }
 }

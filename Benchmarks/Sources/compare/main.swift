@@ -460,6 +460,16 @@ if let archive {
                                         ArchiveWorkload.rowID(operation, "1 KiB", api), Name.filePerKey, 5))
         }
     }
+    // Issue 19: megabyte values at 0.8× the file scheme, compressible and not, through DataArchive and Store.
+    for size in ["1 MiB", "1 MiB random"] {
+        for operation in [ArchiveOperation.get, .set] {
+            for api in [DataArchiveClient.API.async.rawValue, StoreValueClient.api] {
+                let through = api == StoreValueClient.api ? "Store" : "DataArchive (async API)"
+                targets.append(ratioVerdict("\(through) \(operation.rawValue) \(size) vs file-per-key", "≥ 0.8×",
+                                            ArchiveWorkload.rowID(operation, size, api), Name.filePerKey, 0.8))
+            }
+        }
+    }
     targets.append(atMost("DataArchive: \(options.archiveVersions) versions with 10 distinct contents, on disk", "≈ 10 versions' bytes (≤ 11)",
                           archive.storage.last?.value(Name.contentStore), 11, "%.1f versions' bytes"))
 }

@@ -64,7 +64,12 @@ extension LocalEngine {
         try PackReader.checkLengths(expected, limits: configuration.limits, path: file.path, offset: offset)
         // Damage is logged here, where every read of a pack entry passes, with the file and offset.
         return try logDamage(to: digest) {
-            try withUnsafeTemporaryAllocation(byteCount: PackFormat.entryHeaderSize + Int(entry.storedLength), alignment: 16) { stored in
+            // Stored raw (the blob did not compress), a large entry's payload is read in place as the blob.
+            if !entry.isCompressed && entry.rawLength >= PackReader.inPlaceReadMinimumSize {
+                return try PackReader.readRawEntry(from: file, at: offset, expected: expected, verify: verify ?? configuration.verifiesReads,
+                                                   limits: configuration.limits)
+            }
+            return try withUnsafeTemporaryAllocation(byteCount: PackFormat.entryHeaderSize + Int(entry.storedLength), alignment: 16) { stored in
                 try file.readExactly(into: stored, at: offset)
                 return try PackReader.decodeEntry(UnsafeRawBufferPointer(stored), expected: expected, verify: verify ?? configuration.verifiesReads,
                                                   limits: configuration.limits, path: file.path, offset: offset) { dictionaryOffset in

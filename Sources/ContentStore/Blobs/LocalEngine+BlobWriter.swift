@@ -57,7 +57,8 @@ extension LocalEngine {
         }
     }
 
-    /// Compresses `bytes` (keeping them raw when that is no smaller) and appends them to a pack.
+    /// Compresses `bytes` (keeping them raw when that is no smaller, or when a probe of a large
+    /// blob finds it barely compresses: ``worthCompressing(_:)``) and appends them to a pack.
     /// The frame goes to a pooled buffer, after room for its header (``PackEntry/Payload/framed(_:)``);
     /// `framed`, when given, is `bytes` with such room, for writing them raw. The caller places the
     /// result in the index, then settles the pack.
@@ -66,8 +67,10 @@ extension LocalEngine {
         // One byte less than the input for the frame: a frame that is not smaller is not worth storing.
         try ScratchBuffer.with(count: PackFormat.entryHeaderSize + max(0, bytes.count - 1)) { output in
             let room = PackFormat.entryHeaderSize
-            let frame = Zstd.compress(bytes, into: UnsafeMutableRawBufferPointer(rebasing: output[room...]), level: configuration.compressionLevel)
-                .map { PackEntry.Payload.framed(UnsafeMutableRawBufferPointer(rebasing: output[..<(room + $0)])) }
+            let length = worthCompressing(bytes)
+                ? Zstd.compress(bytes, into: UnsafeMutableRawBufferPointer(rebasing: output[room...]), level: configuration.compressionLevel)
+                : nil
+            let frame = length.map { PackEntry.Payload.framed(UnsafeMutableRawBufferPointer(rebasing: output[..<(room + $0)])) }
             let entry = NewEntry(digest: digest, bytes: bytes, compressed: frame, framed: framed, manifest: manifest)
             return try appendEntries([entry], time: time)[0]
         }

@@ -1,10 +1,44 @@
 import Dispatch
 import Synchronization
 
-/// How a chunked put compresses its chunks: a sample first, raw when nothing compresses, and a zstd
-/// dictionary per pack, trained once on the first batch that compresses and used only where it pays
-/// (Docs/chunking.md#dictionaries). Compression runs on the calling thread and one helper.
+/// How blobs are compressed. A large whole blob is probed first and stored raw when its samples
+/// barely compress. A chunked put compresses a sample first, stores raw when nothing compresses,
+/// and uses a zstd dictionary per pack, trained once on the first batch that compresses and used
+/// only where it pays (Docs/chunking.md#dictionaries). Compression runs on the calling thread and
+/// one helper.
 extension LocalEngine {
+    /// Whole blobs at least this long are probed before they are compressed: below it, a failed
+    /// attempt costs less than the probe's overhead is worth (zstd gives up on random data at about
+    /// 1 ms per MB, so a 1 MiB random value wasted a millisecond per put, as long as its write).
+    static let compressionProbeMinimumSize = 128 << 10
+
+    /// Samples the probe compresses, spread evenly from the blob's start to its end, so a
+    /// compressible header or trailer alone does not decide for the whole blob.
+    static let compressionProbeSamples = 4
+
+    /// Bytes per probe sample: 64 KiB in all, about 6% more compression work for a 1 MiB blob that
+    /// does compress, and long enough for zstd's match finder to see repeats a few KiB apart.
+    static let compressionProbeSampleSize = 16 << 10
+
+    /// The fraction of the sampled bytes compression must save for the blob to be compressed:
+    /// below it, decompressing on every read costs more than the few bytes are worth.
+    static let compressionProbeMinimumGain = 1.0 / 32
+
+    /// Whether compressing `bytes` is worth trying: always for blobs shorter than
+    /// ``compressionProbeMinimumSize``, otherwise when evenly spread samples save at least
+    /// ``compressionProbeMinimumGain`` of their bytes.
+    func worthCompressing(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let (count, size) = (Self.compressionProbeSamples, Self.compressionProbeSampleSize)
+        guard bytes.count >= max(Self.compressionProbeMinimumSize, count * size) else { return true }
+        let step = (bytes.count - size) / (count - 1)
+        var stored = 0
+        for index in 0 ..< count {
+            let sample = UnsafeRawBufferPointer(rebasing: bytes[index * step ..< index * step + size])
+            stored += Zstd.compress(sample, level: configuration.compressionLevel)?.count ?? size
+        }
+        return Double(stored) <= (1 - Self.compressionProbeMinimumGain) * Double(count * size)
+    }
+
     /// Average chunks a dictionary is trained on: 1 MiB with the default 8 KiB chunks, enough for
     /// zstd's trainer to find what they share and cheap enough (tens of milliseconds) to do once per
     /// pack (Docs/chunking.md#dictionaries). A batch with fewer than half as many new bytes (a small
