@@ -23,7 +23,7 @@ release: deps
 # and starts them on 127.0.0.1 in a scratch folder of this checkout's own); they are stopped on
 # success, failure and interruption alike.
 CLUSTER_SERVICES := Scripts/cluster-services.sh
-POOL_TEST        := waitingWritersLeaveTheCooperativePoolFree
+POOL_TEST        := waitingWritersLeaveTheCooperativePoolFree|waitingArchiveCallsLeaveTheCooperativePoolFree
 # swift test with the engine's info-level log lines kept in .build/test.log instead of on the terminal,
 # and the failures repeated at the end.
 QUIET_TEST       := Scripts/swift-test-quiet.sh
@@ -35,8 +35,8 @@ test: deps
 		$(CLUSTER_SERVICES) start "$(CLUSTER_DIR)" && . "$(CLUSTER_DIR)/env" && \
 		SWIFT=$(SWIFT) $(QUIET_TEST) --skip-build --skip '$(POOL_TEST)'
 	@# Swift Testing runs synchronous tests on the cooperative pool (two threads on two cores), so the
-	@# long sweeps and soaks of other suites occupy it for minutes; the test that the pool stays free
-	@# while writers wait measures that pool, so it runs in a process of its own.
+	@# long sweeps and soaks of other suites occupy it for minutes; the tests that the pool stays free
+	@# while writers wait (Store's and DataArchive's) measure that pool, so they run in a process of their own.
 	SWIFT=$(SWIFT) TEST_LOG=.build/test-pool.log $(QUIET_TEST) --skip-build --filter '$(POOL_TEST)'
 	@# The event count's other path (condition variable: macOS and systems without a futex), on Linux too.
 	mkdir -p .build

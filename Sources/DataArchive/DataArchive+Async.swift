@@ -4,9 +4,13 @@ import Synchronization
 
 /// The async/throwing API. It shares the callback API's per-key order: an operation is queued when
 /// the call starts, behind every operation (callback or async) called before it on the same key.
-/// Errors are `StoreError`s (an empty key is `invalidArgument`, an over-long one `limitExceeded`).
-/// An operation, once called, runs to the end even if the calling task is cancelled; only the
-/// `versions(forKey:)` stream stops early.
+/// Its store work runs on the store's own I/O threads, as `Store`'s async twins do, never on the
+/// cooperative pool. Errors are `StoreError`s (an empty key is `invalidArgument`, an over-long one
+/// `limitExceeded`).
+///
+/// Cancellation, as for `Store.write`: a task cancelled before its operation has started throws
+/// `CancellationError` at once and nothing changes; a change whose commit has started completes,
+/// and its caller learns the outcome. A cancelled `versions(forKey:)` stream ends.
 extension DataArchive {
     /// Replaces the key's current value with `data`, leaving its archives as they are. Durable when
     /// it returns.
@@ -22,13 +26,15 @@ extension DataArchive {
 
     /// The key's current value; nil when the key has no value.
     public func data(forKey key: String) async throws -> Data? {
-        try await engine.read(on: .key(key)) { try $0.current(forKey: key) }
+        try await engine.run(on: .key(key), fromMemory: { [engine] in try engine.currentFromMemory(forKey: key) }) { [engine] _ in
+            try engine.current(forKey: key)
+        }
     }
 
     /// Every version from one snapshot: the current value, then the archives newest → oldest; empty
     /// when the key has no value.
     public func allVersions(forKey key: String) async throws -> [Data] {
-        try await engine.read(on: .key(key)) { engine in
+        try await engine.run(on: .key(key)) { [engine] _ in
             guard let read = engine.allVersions(forKey: key) else { return [] }
             if let error = read.error { throw error }
             return read.versions
@@ -66,7 +72,7 @@ extension DataArchive {
 }
 
 /// The state behind one `versions(forKey:)` stream: waits for its snapshot, then hands out one
-/// version per call, reading it on the stream's own lane so the cooperative pool never blocks on I/O.
+/// version per call, reading it on the store's threads so the cooperative pool never blocks on I/O.
 final class VersionCursor: Sendable {
     private enum Phase {
         case opening(waiters: [CheckedContinuation<Void, Never>])
@@ -130,7 +136,12 @@ final class VersionCursor: Sendable {
             }
         }
         guard let (snapshot, digest) = step else { return nil }
-        return try await engine.run(on: lane) { _ in try snapshot.get(digest) }
+        do {
+            return try await engine.run(on: lane) { _ in try snapshot.get(digest) }
+        } catch is CancellationError {
+            finish()
+            return nil
+        }
     }
 
     /// Ends the stream and releases the snapshot.

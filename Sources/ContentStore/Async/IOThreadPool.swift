@@ -60,6 +60,12 @@ final class IOThreadPool: Sendable {
         }
     }
 
+    /// Queues `work` for one of the pool's threads with no task awaiting it: for a facade whose own
+    /// queue decides when blocking work starts (a key's turn) and which reports the outcome itself.
+    func submit(_ work: @escaping @Sendable () -> Void) {
+        submit(Detached(work))
+    }
+
     private func submit(_ call: any PooledCall) {
         condition.lock()
         state.queue.append(call)
@@ -118,6 +124,24 @@ final class IOThreadPool: Sendable {
 /// A call waiting in or running on the pool, erased to its behaviour.
 private protocol PooledCall: AnyObject, Sendable {
     func execute()
+}
+
+/// Work queued by ``IOThreadPool/submit(_:)``: it reports its own outcome.
+private final class Detached: PooledCall, @unchecked Sendable {
+    // Touched by the one thread that took the call from the queue. Released once run: the queue's
+    // storage keeps taken calls until it compacts, and what the work captured (a snapshot's pin,
+    // say) must not live that long.
+    private var work: (@Sendable () -> Void)?
+
+    init(_ work: @escaping @Sendable () -> Void) {
+        self.work = work
+    }
+
+    func execute() {
+        let work = self.work
+        self.work = nil
+        work?()
+    }
 }
 
 /// One call: its operation, the continuation of the task awaiting it, and its cancellation token.

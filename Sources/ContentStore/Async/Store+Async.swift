@@ -140,4 +140,11 @@ extension Store {
         try Task.checkCancellation()
         return try await ioThreads.run(operation)
     }
+
+    /// Starts a facade's blocking work on the store's I/O threads and returns at once; `work` reports
+    /// its own outcome. For work a facade's own queue starts when its turn comes (DataArchive's per-key
+    /// order), so no task has to wake up in between only to hand it over.
+    package func startBlocking(_ work: @escaping @Sendable () -> Void) {
+        ioThreads.submit(work)
+    }
 }

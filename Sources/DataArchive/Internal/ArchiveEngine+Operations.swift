@@ -99,14 +99,6 @@ extension ArchiveEngine {
         if ran == nil { perform(on: lane, operation, deliver: deliver) }
     }
 
-    /// Runs the read `operation` on `lane` after everything called before it there, and returns its
-    /// result: at once on the calling task's thread when nothing is queued or running on the lane
-    /// (a read of the store, mostly from memory), else on a worker.
-    func read<R: Sendable>(on lane: Lane, _ operation: @escaping @Sendable (ArchiveEngine) throws -> R) async throws -> R {
-        if let result = operations.runIfIdle(lane, { Result { try operation(self) } }) { return try result.get() }
-        return try await run(on: lane, operation)
-    }
-
     /// Queues `change` on the key's lane; `finish` runs on the worker once it has committed or failed.
     func mutate(_ key: String, _ change: Mutation.Change, finish: @escaping @Sendable (Mutation.Outcome) -> Void) {
         operations.submit(.key(key), .mutation(Mutation(engine: self, key: key, change: change, finish: finish)))
@@ -123,34 +115,6 @@ extension ArchiveEngine {
             case .unconvertible: .couldNotConvertFile(self.fileURL(forKey: key, index: 0), typeName)
             }
             self.completions.submit(.key(key)) { completionHandler(result) }
-        }
-    }
-
-    /// Applies `change` to the key after everything called before it there, and returns once it
-    /// has committed; throws its error.
-    ///
-    /// When the key's lane is idle and no other task is committing this way, the change commits on
-    /// the calling task's thread: the caller waits for the commit's sync either way, and handing the
-    /// change to a worker and the result back cost as much again (two wake-ups of idle threads, each
-    /// tens of µs on a virtual machine). One such commit at a time, so concurrent tasks still reach
-    /// the workers, whose commits share a sync, instead of blocking the cooperative pool's threads.
-    func mutate(_ key: String, _ change: Mutation.Change) async throws {
-        if inlineCommit.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged {
-            let outcome = operations.runIfIdle(.key(key)) { Mutation.apply(alone: change, key: key, engine: self) }
-            inlineCommit.store(false, ordering: .releasing)
-            if let outcome { return try outcome.get() }
-        }
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            mutate(key, change) { outcome in continuation.resume(with: Result { try outcome.get() }) }
-        }
-    }
-
-    /// Runs `operation` on `lane` after everything called before it there, and returns its result.
-    func run<R: Sendable>(on lane: Lane, _ operation: @escaping @Sendable (ArchiveEngine) throws -> R) async throws -> R {
-        try await withCheckedThrowingContinuation { continuation in
-            operations.submit(lane, .closure {
-                continuation.resume(with: Result { try operation(self) })
-            })
         }
     }
 

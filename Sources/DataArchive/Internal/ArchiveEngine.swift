@@ -39,8 +39,6 @@ final class ArchiveEngine: Sendable {
     }
 
     private let source: Mutex<Source>
-    /// Set while an async mutation commits on its caller's thread (``mutate(_:_:)``).
-    let inlineCommit = Atomic<Bool>(false)
     private let registryPath: String?
 
     private init(directory: URL, source: Source, registryPath: String?) {
@@ -79,6 +77,16 @@ final class ArchiveEngine: Sendable {
                 let lease = try SharedStores.acquire(directory: directory)
                 source = .owned(lease)
                 return lease.store
+            }
+        }
+    }
+
+    /// The store if it is open (or was given), without opening it.
+    var openStore: Store? {
+        source.withLock { source in
+            switch source {
+            case .given(let store): store
+            case .owned(let lease): lease?.store
             }
         }
     }

@@ -7,6 +7,9 @@ struct FIFO<Element> {
     var isEmpty: Bool { head == items.count }
     var count: Int { items.count - head }
 
+    /// The element `popFirst()` would return, left in place.
+    var first: Element? { head < items.count ? items[head] : nil }
+
     mutating func append(_ element: Element) {
         items.append(element)
     }

@@ -18,10 +18,26 @@ import Synchronization
 ///
 /// A batch is handed to `Job.run` as a whole, so a job type can coalesce consecutive jobs of a lane
 /// (``OperationJob`` commits consecutive mutations of one key together).
+///
+/// A *turn* (``takeTurn(_:_:)``) is a place in a lane for work that runs elsewhere (the async API's,
+/// on the store's I/O threads): when the lane reaches it, it is started and the lane runs nothing
+/// else until that work releases it. It ends a batch, and the worker that started it moves on.
 final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
     private struct Entry {
         var ticket: UInt64
-        var job: Job
+        var work: Work
+    }
+
+    private enum Work {
+        case job(Job)
+        /// Started with the turn's release when the lane reaches it.
+        case turn(@Sendable (_ release: @escaping @Sendable () -> Void) -> Void)
+    }
+
+    /// What a worker takes next: a batch of jobs to run, or a turn to start.
+    private enum Turn {
+        case batch(Lane, tickets: [UInt64], jobs: [Job])
+        case turn(Lane, ticket: UInt64, start: @Sendable (_ release: @escaping @Sendable () -> Void) -> Void)
     }
 
     private struct Waiter {
@@ -108,7 +124,7 @@ final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
     func submit(_ lane: Lane, _ job: Job) -> UInt64 {
         let (ticket, worker) = state.withLock { state -> (UInt64, Int?) in
             let ticket = state.takeTicket()
-            let entry = Entry(ticket: ticket, job: job)
+            let entry = Entry(ticket: ticket, work: .job(job))
             if state.lanes[lane] != nil {
                 state.lanes[lane]!.append(entry)
                 return (ticket, nil)
@@ -135,18 +151,40 @@ final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
             return state.takeTicket()
         }
         guard let ticket else { return nil }
-        defer {
-            let worker = state.withLock { state -> Int? in
-                state.finish(ticket)
-                guard !state.lanes[lane]!.isEmpty else {
-                    state.lanes[lane] = nil
-                    return nil
-                }
-                return state.makeReady(lane)
-            }
-            if let worker { start(worker) }
-        }
+        defer { release(lane, ticket) }
         return try body()
+    }
+
+    /// Queues a turn on `lane` for work that runs on other threads: `start` is called once every job
+    /// submitted to the lane before it has run — at once, on the calling thread, when the lane is
+    /// idle — with the turn's `release`, which the work calls exactly once when it is done. Until
+    /// then the lane counts as running, as for ``runIfIdle(_:_:)``. `start` must not block: it hands
+    /// the work to its threads and returns.
+    func takeTurn(_ lane: Lane, _ start: @escaping @Sendable (_ release: @escaping @Sendable () -> Void) -> Void) {
+        let idleTicket = state.withLock { state -> UInt64? in
+            let ticket = state.takeTicket()
+            if state.lanes[lane] == nil {
+                state.lanes[lane] = FIFO()
+                return ticket
+            }
+            state.lanes[lane]!.append(Entry(ticket: ticket, work: .turn(start)))
+            return nil
+        }
+        if let idleTicket { start { self.release(lane, idleTicket) } }
+    }
+
+    /// Ends the job or turn `ticket`, which held `lane` outside the workers, and makes the lane ready
+    /// if jobs were queued behind it.
+    private func release(_ lane: Lane, _ ticket: UInt64) {
+        let worker = state.withLock { state -> Int? in
+            state.finish(ticket)
+            guard !state.lanes[lane]!.isEmpty else {
+                state.lanes[lane] = nil
+                return nil
+            }
+            return state.makeReady(lane)
+        }
+        if let worker { start(worker) }
     }
 
     private func start(_ worker: Int) {
@@ -157,12 +195,12 @@ final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
     /// and runs them in order; the bookkeeping for a finished batch and the choice of the next one
     /// share one critical section, so the lock is taken once per batch, not twice per job.
     private func work(_ worker: Int) {
-        var finished: (lane: Lane, batch: [Entry])?
+        var finished: (lane: Lane, tickets: [UInt64])?
         while true {
-            let next = state.withLock { state -> (Lane, [Entry])? in
-                if let (lane, batch) = finished {
+            let next = state.withLock { state -> Turn? in
+                if let (lane, tickets) = finished {
                     state.busy -= 1
-                    for entry in batch { state.finish(entry.ticket) }
+                    for ticket in tickets { state.finish(ticket) }
                     if state.lanes[lane]!.isEmpty {
                         state.lanes[lane] = nil
                     } else {
@@ -174,17 +212,32 @@ final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
                     state.idleWorkers.append(worker)
                     return nil
                 }
-                state.busy += 1
                 // A lane is in the ready queue only while it has jobs and none of them is running.
-                var batch: [Entry] = []
-                while batch.count < LaneExecutor.batchLimit, let entry = state.lanes[lane]!.popFirst() {
-                    batch.append(entry)
+                // A turn at its head leaves it held (neither ready nor busy) until the turn's release.
+                if let head = state.lanes[lane]!.first, case .turn(let start) = head.work {
+                    _ = state.lanes[lane]!.popFirst()
+                    return .turn(lane, ticket: head.ticket, start: start)
                 }
-                return (lane, batch)
+                state.busy += 1
+                var tickets: [UInt64] = []
+                var jobs: [Job] = []
+                while jobs.count < LaneExecutor.batchLimit, let entry = state.lanes[lane]!.first, case .job(let job) = entry.work {
+                    _ = state.lanes[lane]!.popFirst()
+                    tickets.append(entry.ticket)
+                    jobs.append(job)
+                }
+                return .batch(lane, tickets: tickets, jobs: jobs)
             }
-            guard let (lane, batch) = next else { return }
-            Job.run(batch.map(\.job))
-            finished = (lane, batch)
+            switch next {
+            case nil:
+                return
+            case .batch(let lane, let tickets, let jobs)?:
+                Job.run(jobs)
+                finished = (lane, tickets)
+            case .turn(let lane, let ticket, let start)?:
+                start { self.release(lane, ticket) }
+                finished = nil
+            }
         }
     }
 

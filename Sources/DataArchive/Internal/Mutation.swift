@@ -88,10 +88,12 @@ struct Mutation: Sendable {
         }
     }
 
-    /// Applies one change to `key` on the calling thread, which holds the key's lane, and returns
-    /// its outcome.
-    static func apply(alone change: Change, key: String, engine: ArchiveEngine) -> Outcome {
-        outcomes(of: [Mutation(engine: engine, key: key, change: change) { _ in }])[0]
+    /// Applies one change to `key` on the calling thread, which holds the key's turn, and returns
+    /// its outcome. `beforeCommit` runs as the transaction starts; what it throws commits nothing.
+    static func apply(
+        alone change: Change, key: String, engine: ArchiveEngine, beforeCommit: @escaping @Sendable () throws -> Void
+    ) -> Outcome {
+        outcomes(of: [Mutation(engine: engine, key: key, change: change) { _ in }], beforeCommit: beforeCommit)[0]
     }
 
     /// Applies consecutive mutations of one key (one lane, so one key and one engine), then calls
@@ -101,7 +103,7 @@ struct Mutation: Sendable {
     }
 
     /// Applies consecutive mutations of one key and returns their outcomes, in order.
-    private static func outcomes(of mutations: [Mutation]) -> [Outcome] {
+    private static func outcomes(of mutations: [Mutation], beforeCommit: @escaping @Sendable () throws -> Void = {}) -> [Outcome] {
         guard let first = mutations.first else { return [] }
         let key = first.key
         let recordKey: String
@@ -140,14 +142,14 @@ struct Mutation: Sendable {
         }
 
         do {
-            try commit(prepared.map(\.edit), recordKey: recordKey, key: key, store: store)
+            try commit(prepared.map(\.edit), recordKey: recordKey, key: key, store: store, beforeCommit: beforeCommit)
         } catch {
             if prepared.count == 1 {
                 outcomes[prepared[0].index] = .failure(error)
             } else {
                 for (index, edit) in prepared {
                     do {
-                        try commit([edit], recordKey: recordKey, key: key, store: store)
+                        try commit([edit], recordKey: recordKey, key: key, store: store, beforeCommit: beforeCommit)
                     } catch {
                         outcomes[index] = .failure(error)
                     }
@@ -159,9 +161,12 @@ struct Mutation: Sendable {
 
     /// One transaction: reads the key's versions, applies `edits` in order, writes the result (or
     /// nothing, when it is unchanged).
-    private static func commit(_ edits: [Edit], recordKey: String, key: String, store: Store) throws {
+    private static func commit(
+        _ edits: [Edit], recordKey: String, key: String, store: Store, beforeCommit: @Sendable () throws -> Void
+    ) throws {
         guard !edits.isEmpty else { return }
         try store.write { transaction in
+            try beforeCommit()
             let original = try transaction.record(forKey: recordKey).map { try VersionList(record: $0, key: key) }
             let updated = edits.reduce(original) { list, edit in edit.applied(to: list) }
             guard updated != original else { return }
