@@ -145,7 +145,7 @@ struct SyncBlobTests {
         var request = HTTPClientRequest(url: url.absoluteString)
         request.method = .POST
         request.body = .bytes(ByteBuffer(bytes: body))
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(20))
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(120))
         let answer = try await response.body.collect(upTo: 1 << 20)
         return (Int(response.status.code), Data(answer.readableBytesView))
     }

@@ -106,7 +106,7 @@ struct SyncExactlyOnceTests {
 
 @Suite("Sync: one server run after another")
 struct SyncServerRestartTests {
-    @Test(.timeLimit(.minutes(1))) func portWithoutRunIsNotRunningButWaitsForARunStartingInTime() async throws {
+    @Test(.timeLimit(.minutes(10))) func portWithoutRunIsNotRunningButWaitsForARunStartingInTime() async throws {
         let fixture = SyncFixture()
         var configuration = SyncServerConfiguration()
         configuration.startTimeout = .milliseconds(300)
