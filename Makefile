@@ -3,7 +3,7 @@ SWIFT        ?= swift
 APT_PACKAGES := libzstd-dev libssl-dev pkg-config
 STORE        ?= $(or $(CONTENTSTORE_PATH),./contentstore-data)
 
-.PHONY: deps build release test run clean bench compare consumer-check cluster-services-start cluster-services-stop
+.PHONY: deps build release test run clean bench compare scale consumer-check cluster-services-start cluster-services-stop
 
 # Installs the C libraries through apt when pkg-config cannot find them (fresh Debian machines).
 deps:
@@ -102,6 +102,15 @@ compare: deps
 	rm -f $(STALE_BENCH_PLAN)
 	cd Benchmarks && $(SWIFT) build -c release --product compare
 	cd Benchmarks && ./.build/release/compare --output ../Docs/benchmarks $(COMPARE_ARGS)
+
+# `make scale`: issue 19's million-object targets (open time, resident memory per blob+record, gc of
+# 10,000 garbage blobs in a 100k and a 1M store), every round printed. The stores are built once and
+# cached in Benchmarks/.build/scale-stores. SCALE_ARGS="--rounds 5" etc.
+SCALE_ARGS ?=
+scale: deps
+	rm -f $(STALE_BENCH_PLAN)
+	cd Benchmarks && $(SWIFT) build -c release --product scale
+	cd Benchmarks && ./.build/release/scale $(SCALE_ARGS)
 
 # Reliability (Docs/reliability.md).
 # Each run prints `reliability:` lines with its counts and records them as JSON in

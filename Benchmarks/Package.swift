@@ -32,6 +32,11 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
+        // `make scale`: issue 19's million-object open, memory and collection targets.
+        .executableTarget(
+            name: "scale",
+            dependencies: ["BenchSupport", .product(name: "ContentStore", package: "ContentStore")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -56,6 +56,9 @@ public final class Store: Sendable {
     }
 
     /// Makes everything written durable, waits for background maintenance, and releases the store.
+    /// A store in a directory whose log holds more than a sixteenth of
+    /// ``Configuration/checkpointThreshold`` since the last checkpoint writes one first, so the
+    /// next open replays little.
     /// Idempotent; every later call on this instance throws `closed`.
     public func close() throws {
         control.withLock { $0.take() }?.stop()

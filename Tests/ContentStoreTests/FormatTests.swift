@@ -145,4 +145,91 @@ import Testing
         #expect(loaded.state.records.map(\.key) == ["k"])
         #expect(loaded.state.records["k"] == state.records["k"])
     }
+
+    /// A checkpoint of many records and blobs, of every reference shape, loads back exactly (the
+    /// load decodes blobs and records on two threads and builds the record map in one pass).
+    @Test func checkpointOfManyEntriesRoundTrips() throws {
+        let dir = TemporaryDirectory()
+        var state = StoreState()
+        let digests = (0 ..< 5_000).map { Digest.sha256(Data("blob \($0)".utf8)) }
+        state.apply(digests.enumerated().map { i, digest in
+            .init(digest: digest, location: .init(pack: UInt32(i % 7), offset: UInt64(32 + i * 100)), compressed: i % 2 == 0,
+                  rawLength: UInt32(i), storedLength: UInt32(i / 2), time: 7)
+        })
+        var changes: [LogRecord.Change] = []
+        for i in 0 ..< 3_000 {
+            let references = i % 3 == 0 ? [] : i % 3 == 1 ? [digests[i]] : [digests[i], digests[i + 1], digests[i]]
+            changes.append(.init(key: "record \(i)", record: Record(value: Data(repeating: UInt8(i % 251), count: i % 40), references: references)))
+        }
+        try state.apply(LogRecord.Commit(sequence: 1, time: 8, changes: changes))
+        try Checkpoint.write(.init(firstSegment: 2, state: state), directory: dir.url.path, fileSystem: FileSystem(io: SystemFileIO()))
+        let loaded = try Checkpoint.load(path: dir.url.appendingPathComponent(Checkpoint.fileName(2)).path, limits: .init(), fileSystem: FileSystem(io: SystemFileIO()))
+        loaded.state.records.checkInvariants()
+        #expect(Array(loaded.state.records).map(\.key) == Array(state.records).map(\.key))
+        #expect(Array(loaded.state.records).map(\.value) == Array(state.records).map(\.value))
+        #expect(loaded.state.blobs.count == digests.count)
+        // Version 2 saves the index seed: the load restores the same table, slot for slot.
+        #expect(loaded.state.blobs.entries.seed == state.blobs.entries.seed)
+        #expect(Array(loaded.state.blobs.entries.keys) == Array(state.blobs.entries.keys))
+        for digest in digests { #expect(loaded.state.blobs[digest] == state.blobs[digest]) }
+        #expect(loaded.state.blobs.unreferenced == state.blobs.unreferenced)
+        #expect(loaded.state.blobs.liveBytesByPack == state.blobs.liveBytesByPack)
+        #expect(loaded.state.blobs.referencedLogicalBytes == state.blobs.referencedLogicalBytes)
+        #expect(loaded.state.blobs.manifestNodeCount == 0)
+    }
+
+    /// The index counts its manifest nodes (collection skips looking for them when there are none)
+    /// through placing, moving and removing.
+    @Test func theIndexCountsManifestNodes() {
+        var index = BlobIndex()
+        let node = Digest.sha256(Data("node".utf8)), plain = Digest.sha256(Data("plain".utf8))
+        index.place(.init(digest: node, location: .init(pack: 1, offset: 32), compressed: false, rawLength: 64, storedLength: 64, time: 1, manifest: true))
+        index.place(.init(digest: plain, location: .init(pack: 1, offset: 200), compressed: false, rawLength: 5, storedLength: 5, time: 1))
+        #expect(index.manifestNodeCount == 1)
+        // Moved by a pack rewrite: still one node.
+        index.place(.init(digest: node, location: .init(pack: 2, offset: 32), compressed: false, rawLength: 64, storedLength: 64, time: 1, manifest: true))
+        #expect(index.manifestNodeCount == 1)
+        index.remove(plain)
+        #expect(index.manifestNodeCount == 1)
+        index.remove(node)
+        #expect(index.manifestNodeCount == 0)
+    }
+
+    /// Record keys out of order (checksums intact: a forged or buggy file) are `corrupted`, not a
+    /// map that silently breaks its order.
+    @Test func checkpointWithKeysOutOfOrderIsCorrupted() throws {
+        let dir = TemporaryDirectory()
+        var state = StoreState()
+        try state.apply(LogRecord.Commit(sequence: 1, time: 8, changes: [
+            .init(key: "key-a", record: Record()), .init(key: "key-b", record: Record()),
+        ]))
+        try Checkpoint.write(.init(firstSegment: 1, state: state), directory: dir.url.path, fileSystem: FileSystem(io: SystemFileIO()))
+        let path = dir.url.appendingPathComponent(Checkpoint.fileName(1)).path
+        var file = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        // One frame: its payload starts after the header and the frame's length and checksum.
+        let payloadStart = Checkpoint.headerSize + 8
+        let payloadLength = Int(file[Checkpoint.headerSize]) | Int(file[Checkpoint.headerSize + 1]) << 8
+        let payload = payloadStart ..< payloadStart + payloadLength
+        let first = try #require(file[payload].firstRange(of: Array("key-a".utf8)))
+        file[first.upperBound - 1] = UInt8(ascii: "c")  // "key-c" before "key-b"
+        let crc = CRC32C.mask(CRC32C.checksum(Array(file[payload])))
+        withUnsafeBytes(of: crc.littleEndian) { file.replaceSubrange(Checkpoint.headerSize + 4 ..< Checkpoint.headerSize + 8, with: $0) }
+        try Data(file).write(to: URL(fileURLWithPath: path))
+        let error = try #require(throws: StoreError.self) {
+            try Checkpoint.load(path: path, limits: .init(), fileSystem: FileSystem(io: SystemFileIO()))
+        }
+        #expect(error.code == .corrupted)
+        #expect(error.description.contains("ascending"), "\(error)")
+    }
+
+    /// The load's UTF-8 check agrees with `String(validating:as:)` on valid keys and on every kind
+    /// of invalid sequence, including a truncated one whose replacement is as long as it was.
+    @Test(arguments: [
+        [], Array("key".utf8), Array("ключ-🔑".utf8), [0xE2, 0x82], [0xF0, 0x9F, 0x98], [0xFF], [0xC0, 0x80],
+        [0xED, 0xA0, 0x80], Array("a".utf8) + [0x80] + Array("b".utf8), [0xF4, 0x90, 0x80, 0x80],
+    ] as [[UInt8]])
+    func checkpointKeysAreValidatedAsUTF8(_ bytes: [UInt8]) {
+        let fast = bytes.withUnsafeBytes { Checkpoint.validString($0) }
+        #expect(fast == String(validating: bytes, as: UTF8.self))
+    }
 }

@@ -3,6 +3,33 @@ import Testing
 @testable import ContentStore
 
 @Suite struct RecordTests {
+    /// A record keeps one reference inline and others in an array: no form shows through
+    /// `references`, equality or hashing, and mutating `references` in place works in every form.
+    @Test func referencesBehaveTheSameInEveryLayout() {
+        let a = Digest.sha256(Data("a".utf8)), b = Digest.sha256(Data("b".utf8))
+        let lists: [[Digest]] = [[], [a], [b], [a, a], [a, b], [b, a, b]]
+        for list in lists {
+            let record = Record(value: Data("v".utf8), references: list)
+            #expect(record.references == list)
+            for other in lists {
+                let second = Record(value: Data("v".utf8), references: other)
+                #expect((record == second) == (list == other))
+                if list == other { #expect(record.hashValue == second.hashValue) }
+            }
+        }
+        #expect(Record(value: Data(), onlyReference: a) == Record(references: [a]))
+        var record = Record()
+        for i in 0 ..< 5 {
+            record.references.append(i % 2 == 0 ? a : b)
+            #expect(record.references.count == i + 1)
+        }
+        #expect(record == Record(references: [a, b, a, b, a]))
+        record.references.removeLast(4)
+        #expect(record == Record(references: [a]))
+        record.references = []
+        #expect(record == Record())
+    }
+
     @Test func transactionSeesItsOwnWritesAndCommitsAtomically() throws {
         let dir = TemporaryDirectory()
         let store = try Store(at: dir.store, configuration: .testing())

@@ -125,6 +125,41 @@ struct SortedMapTests {
         #expect(map.isEmpty)
     }
 
+    /// A map built in one pass from ascending keys (a checkpoint load) has the shape the inserts
+    /// keep: fill bounds, one leaf depth, order. It holds exactly the entries, with nearly full
+    /// leaves (the memory a loaded store takes), and later inserts and removals keep it sound.
+    @Test(arguments: [0, 1, 62, 63, 64, 65, 126, 127, 128, 4_031, 4_032, 4_033, 4_097, 70_001])
+    func buildFromAscendingKeys(count: Int) {
+        let keys = ContiguousArray((0 ..< count).map(key).sorted())
+        let values = ContiguousArray(keys.indices)
+        var map = SortedMap(ascendingKeys: keys, values: values)
+        map.checkInvariants()
+        var model = Dictionary(uniqueKeysWithValues: zip(keys, values))
+        expectEqual(map, model)
+        for (i, k) in keys.enumerated() where i % 97 == 0 { #expect(map[k] == i) }
+        // The fewest leaves the count allows, and at scale at least 90% full: inserting ascending
+        // keys one by one leaves them half full.
+        var leaves = 0
+        func countLeaves(_ node: SortedMap<String, Int>.Node) {
+            if node.isLeaf { leaves += 1 } else { node.children.forEach(countLeaves) }
+        }
+        countLeaves(map.root)
+        let maxKeys = SortedMap<String, Int>.Node.maxKeys
+        #expect(leaves <= (count + maxKeys - 1) / maxKeys + 1)
+        if count >= 4_000 { #expect(Double(count) / Double(leaves) >= 0.9 * Double(maxKeys)) }
+        var rng = SplitMix64(seed: UInt64(count))
+        for step in 0 ..< 3_000 {
+            let k = key(Int.random(in: 0 ..< 2 * max(count, 1), using: &rng))
+            if step % 3 == 0 {
+                #expect(map.removeValue(forKey: k) == model.removeValue(forKey: k))
+            } else {
+                #expect(map.updateValue(step, forKey: k) == model.updateValue(step, forKey: k))
+            }
+        }
+        map.checkInvariants()
+        expectEqual(map, model)
+    }
+
     /// Copies taken along the way must keep the contents they had, however the original and the
     /// other copies change afterwards.
     @Test(arguments: [3, 4] as [UInt64])

@@ -11,6 +11,7 @@ import Foundation
 /// frames             u32 length (1...1 MiB) | u32 masked crc32c(payload) | payload
 /// end frame          u32 0 | u32 masked crc32c(body length) | u64 body length
 /// body (the frames' payloads concatenated)
+///                    u64 index seed (version 2; absent in version 1)
 ///                    u64 blob count, then per blob: digest[32] | u64 packed location | u32 raw length
 ///                      | u32 stored length | u32 reference count | u32 zero-since
 ///                    u64 record count, then per record (ascending keys): u32 key length | key
@@ -20,12 +21,22 @@ import Foundation
 /// ```
 /// Written to a temporary file, synced, renamed into place and the directory synced: a checkpoint
 /// is either wholly present or absent.
+///
+/// The blobs are listed in the index's slot order, which is the order of their keyed hashes, and
+/// version 2 saves the key (the index seed): a load that restores the index under the same seed
+/// receives the digests in the order they take in its table, so each lands at the end of the run
+/// it joins (no shifting, sequential memory) instead of at a random slot. Version 1 files load too,
+/// under a fresh seed.
 enum Checkpoint {
-    static let version: UInt32 = 1
+    static let version: UInt32 = 2
+    /// The version before the index seed: still loaded.
+    static let versionWithoutSeed: UInt32 = 1
     static let headerSize = 40
     static let frameSize = 1 << 20
     static let magic: [UInt8] = Array("CSCHKPNT".utf8)
     static let blobEntrySize = 56
+    /// The most a load reserves for the body up front (more grows as frames check out).
+    static let maximumBodyReservation: UInt64 = 1 << 30
 
     static func fileName(_ firstSegment: UInt64) -> String { NumberedFileName.checkpoint.name(firstSegment) }
 
@@ -56,6 +67,7 @@ enum Checkpoint {
                 body = ByteWriter(capacity: frameSize + 4096)
             }
         }
+        body.append(state.blobs.entries.seed)
         body.append(UInt64(state.blobs.count))
         for (digest, entry) in state.blobs.entries {
             body.append(digest)
@@ -152,13 +164,18 @@ enum Checkpoint {
             throw StoreError.corrupted("checkpoint header is damaged", path: path, offset: 0)
         }
         let version = load32(header, at: 8)
-        guard version == Checkpoint.version else {
+        guard version == Checkpoint.version || version == Checkpoint.versionWithoutSeed else {
             throw StoreError(code: .unsupportedFormat, message: "checkpoint version \(version) is not supported", path: path)
         }
         let firstSegment = load64(header, at: 16)
         let commitSequence = load64(header, at: 24)
 
+        // Reserved from the file's size, bounded: untouched capacity costs no memory, so a sparse
+        // file claiming any size still only gets what its frames fill.
         var body: [UInt8] = []
+        body.reserveCapacity(Int(min(size - UInt64(headerSize), maximumBodyReservation)))
+        // One buffer for every frame, rather than an array (and, at 1 MiB, an mmap) per frame.
+        var payload = [UInt8](repeating: 0, count: frameSize)
         var offset = UInt64(headerSize)
         while true {
             guard offset + 8 <= size else { throw StoreError.corrupted("checkpoint ends without its end frame", path: path, offset: offset) }
@@ -176,15 +193,17 @@ enum Checkpoint {
             guard length <= frameSize, offset + 8 + UInt64(length) <= size else {
                 throw StoreError.corrupted("checkpoint frame length \(length) is invalid", path: path, offset: offset)
             }
-            let payload = try file.readExactly(length, at: offset + 8)
-            guard CRC32C.mask(CRC32C.checksum(payload)) == crc else {
+            try payload.withUnsafeMutableBytes { try file.readExactly(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<length]), at: offset + 8) }
+            guard CRC32C.mask(payload.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[..<length])) }) == crc else {
                 throw StoreError.corrupted("checkpoint frame fails its checksum", path: path, offset: offset)
             }
-            body.append(contentsOf: payload)
+            body.append(contentsOf: payload[..<length])
             offset += 8 + UInt64(length)
         }
         do {
-            let state = try body.withUnsafeBytes { try decodeBody($0, commitSequence: commitSequence, limits: limits) }
+            let state = try body.withUnsafeBytes {
+                try decodeBody($0, hasSeed: version != Checkpoint.versionWithoutSeed, commitSequence: commitSequence, limits: limits)
+            }
             return Contents(firstSegment: firstSegment, state: state)
         } catch {
             throw StoreError.corrupted("checkpoint body does not parse (\(error))", path: path)
@@ -201,35 +220,27 @@ enum Checkpoint {
 
     struct Malformed: Error, CustomStringConvertible { var description: String }
 
-    private static func decodeBody(_ bytes: UnsafeRawBufferPointer, commitSequence: UInt64, limits: Store.Limits) throws -> StoreState {
+    /// Decodes the body. The blob section has a fixed size per entry, so the records' offset is
+    /// known at once: the blob index is built on ``loadHelper`` while this thread decodes the
+    /// records (the two halves of a load, about equal in cost).
+    private static func decodeBody(_ bytes: UnsafeRawBufferPointer, hasSeed: Bool, commitSequence: UInt64, limits: Store.Limits) throws -> StoreState {
         var reader = ByteReader(bytes)
+        let seed = hasSeed ? try reader.read(UInt64.self) : UInt64.random(in: .min ... .max)
         let blobCount = try reader.read(UInt64.self)
         guard blobCount <= UInt64(reader.remaining / blobEntrySize) else { throw Malformed(description: "blob count \(blobCount) exceeds the file") }
-        var restored: [(Digest, BlobEntry)] = []
-        restored.reserveCapacity(Int(blobCount))
-        for _ in 0 ..< blobCount {
-            let digest = try reader.readDigest()
-            let entry = BlobEntry(
-                packed: try reader.read(), rawLength: try reader.read(), storedLength: try reader.read(),
-                refCount: try reader.read(), zeroSince: try reader.read())
-            restored.append((digest, entry))
-        }
+        let blobSection = try reader.readBytes(Int(blobCount) * blobEntrySize)
+        // The buffer outlives the wait below, and only the helper touches `restored` until then.
+        nonisolated(unsafe) let blobBytes = blobSection
+        nonisolated(unsafe) var restored: Result<BlobIndex, Malformed>?
+        let helped = DispatchGroup()
+        loadHelper.async(group: helped) { restored = Result { () throws(Malformed) in try decodeBlobs(blobBytes, seed: seed) } }
+        let records: Result<SortedMap<String, Record>, any Error> = Result { try decodeRecords(&reader, limits: limits) }
+        helped.wait()
         var state = StoreState()
         state.commitSequence = commitSequence
-        let recordCount = try reader.read(UInt64.self)
-        guard recordCount <= UInt64(reader.remaining / 12) else { throw Malformed(description: "record count \(recordCount) exceeds the file") }
-        for _ in 0 ..< recordCount {
-            guard let key = String(validating: try reader.readLengthPrefixed(limit: limits.maximumKeyLength), as: UTF8.self) else {
-                throw Malformed(description: "a key is not UTF-8")
-            }
-            let value = Data(try reader.readLengthPrefixed(limit: limits.maximumValueLength))
-            let referenceCount = Int(try reader.read(UInt32.self))
-            guard referenceCount <= reader.remaining / Digest.byteCount else { throw Malformed(description: "reference count exceeds the file") }
-            var references: [Digest] = []
-            references.reserveCapacity(referenceCount)
-            for _ in 0 ..< referenceCount { references.append(try reader.readDigest()) }
-            state.records.updateValue(Record(value: value, references: references), forKey: key)
-        }
+        state.records = try records.get()
+        state.blobs = try restored!.get()
+
         let referencedBytes = try reader.read(UInt64.self)
         let manifestCount = try reader.read(UInt64.self)
         guard manifestCount <= UInt64(reader.remaining / 40) else { throw Malformed(description: "chunked blob count \(manifestCount) exceeds the file") }
@@ -239,12 +250,74 @@ enum Checkpoint {
             let digest = try reader.readDigest()
             manifestSizes[digest] = try reader.read(UInt64.self)
         }
-        state.blobs = BlobIndex(restoring: restored, manifestSizes: manifestSizes, referencedLogicalBytes: referencedBytes)
-        guard state.blobs.count == restored.count, manifestSizes.count == Int(manifestCount) else { throw Malformed(description: "duplicate blob entries") }
+        guard manifestSizes.count == Int(manifestCount) else { throw Malformed(description: "duplicate chunked blob entries") }
         if let root = manifestSizes.keys.first(where: { state.blobs[$0]?.isManifest != true }) {
             throw Malformed(description: "chunked blob \(root) has no manifest node")
         }
+        state.blobs.finishRestoring(manifestSizes: manifestSizes, referencedLogicalBytes: referencedBytes)
         guard reader.isAtEnd else { throw Malformed(description: "\(reader.remaining) trailing bytes") }
         return state
+    }
+
+    /// The bytes as a String if they are valid UTF-8. `String(validating:as:)` takes a generic path
+    /// that looks up type metadata on every call (a quarter of a million-record load); decoding
+    /// replaces every invalid sequence, so the bytes were valid exactly when the result's UTF-8 is
+    /// the bytes themselves.
+    static func validString(_ bytes: UnsafeRawBufferPointer) -> String? {
+        var string = String(decoding: bytes, as: UTF8.self)
+        let unchanged = string.withUTF8 { decoded in
+            decoded.count == bytes.count && (bytes.isEmpty || memcmp(decoded.baseAddress!, bytes.baseAddress!, bytes.count) == 0)
+        }
+        return unchanged ? string : nil
+    }
+
+    /// The second thread of a checkpoint load.
+    private static let loadHelper = DispatchQueue(label: "ContentStore.checkpoint-load")
+
+    private static func decodeBlobs(_ section: UnsafeRawBufferPointer, seed: UInt64) throws(Malformed) -> BlobIndex {
+        let count = section.count / blobEntrySize
+        var index = BlobIndex(restoringCapacity: count, seed: seed)
+        for offset in stride(from: 0, to: section.count, by: blobEntrySize) {
+            let digest = Digest(bytes: UnsafeRawBufferPointer(rebasing: section[offset ..< offset + Digest.byteCount]))
+            func field<T: FixedWidthInteger>(_ at: Int, _: T.Type) -> T {
+                T(littleEndian: section.loadUnaligned(fromByteOffset: offset + at, as: T.self))
+            }
+            index.restore(digest, BlobEntry(
+                packed: field(32, UInt64.self), rawLength: field(40, UInt32.self), storedLength: field(44, UInt32.self),
+                refCount: field(48, UInt32.self), zeroSince: field(52, UInt32.self)))
+        }
+        guard index.count == count else { throw Malformed(description: "duplicate blob entries") }
+        return index
+    }
+
+    /// The record section, into a map built in one pass (``SortedMap/init(ascendingKeys:values:)``):
+    /// the keys must be strictly ascending, as written.
+    private static func decodeRecords(_ reader: inout ByteReader, limits: Store.Limits) throws -> SortedMap<String, Record> {
+        let recordCount = try reader.read(UInt64.self)
+        guard recordCount <= UInt64(reader.remaining / 12) else { throw Malformed(description: "record count \(recordCount) exceeds the file") }
+        var keys = ContiguousArray<String>(), values = ContiguousArray<Record>()
+        keys.reserveCapacity(Int(recordCount))
+        values.reserveCapacity(Int(recordCount))
+        for _ in 0 ..< recordCount {
+            guard let key = validString(try reader.readLengthPrefixed(limit: limits.maximumKeyLength)) else {
+                throw Malformed(description: "a key is not UTF-8")
+            }
+            if let previous = keys.last, !(previous < key) {
+                throw Malformed(description: "record keys are not in ascending order at \"\(Store.describe(key))\"")
+            }
+            let value = Data(try reader.readLengthPrefixed(limit: limits.maximumValueLength))
+            let referenceCount = Int(try reader.read(UInt32.self))
+            guard referenceCount <= reader.remaining / Digest.byteCount else { throw Malformed(description: "reference count exceeds the file") }
+            keys.append(key)
+            if referenceCount == 1 {
+                values.append(Record(value: value, onlyReference: try reader.readDigest()))
+            } else {
+                var references: [Digest] = []
+                references.reserveCapacity(referenceCount)
+                for _ in 0 ..< referenceCount { references.append(try reader.readDigest()) }
+                values.append(Record(value: value, references: references))
+            }
+        }
+        return SortedMap(ascendingKeys: keys, values: values)
     }
 }

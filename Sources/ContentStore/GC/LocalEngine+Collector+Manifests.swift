@@ -4,8 +4,11 @@ extension LocalEngine {
     /// that drops it lists them so replay needs no pack. A node that cannot be read is left out
     /// (and so kept) with a warning; `verify` reports it.
     func childrenOfManifestNodes(among candidates: [Digest]) -> [Digest: [Digest]] {
-        let nodes = core.withLock { core in
-            candidates.compactMap { digest -> (digest: Digest, isRoot: Bool)? in
+        let nodes = core.withLock { core -> [(digest: Digest, isRoot: Bool)] in
+            // A store without chunked blobs (most) skips a lookup per candidate: in a large index
+            // each is a cache miss, and the collection's cost should follow its garbage only.
+            guard core.state.blobs.manifestNodeCount > 0 else { return [] }
+            return candidates.compactMap { digest -> (digest: Digest, isRoot: Bool)? in
                 guard let entry = core.state.blobs[digest], entry.isManifest, entry.refCount == 0 else { return nil }
                 return (digest, core.state.blobs.manifestSizes[digest] != nil)
             }

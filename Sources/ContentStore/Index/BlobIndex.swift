@@ -19,15 +19,27 @@ struct BlobIndex: Sendable {
     private(set) var manifestSizes: [Digest: UInt64] = [:]
     /// Bytes of live entries (headers included) per pack, to find packs worth rewriting.
     private(set) var liveBytesByPack: [UInt32: UInt64] = [:]
+    /// Entries that are manifest nodes (of chunked blobs): none, and collection need not look for them.
+    private(set) var manifestNodeCount = 0
 
     init() {}
 
-    /// The index a checkpoint saved: its entries, the sizes of its chunked blobs, and the
-    /// referenced bytes (which the entries alone cannot give: a count mixes record references with
-    /// those of manifest nodes).
-    init(restoring restored: [(Digest, BlobEntry)], manifestSizes: [Digest: UInt64], referencedLogicalBytes: UInt64) {
-        entries.reserveCapacity(restored.count)
-        for (digest, entry) in restored { add(digest, entry) }
+    /// An empty index about to restore `count` entries from a checkpoint (``restore(_:_:)``), sized
+    /// for them at once (no growth on the way) and keyed with `seed`, the seed of the index the
+    /// checkpoint saved, so the entries arrive in the table's own order.
+    init(restoringCapacity count: Int, seed: UInt64) {
+        entries = DigestTable(seed: seed)
+        entries.reserveCapacity(count)
+    }
+
+    /// Adds an entry a checkpoint saved.
+    mutating func restore(_ digest: Digest, _ entry: BlobEntry) {
+        add(digest, entry)
+    }
+
+    /// Completes a restored index with what the entries alone cannot give: the sizes of its chunked
+    /// blobs, and the referenced bytes (a count mixes record references with those of manifest nodes).
+    mutating func finishRestoring(manifestSizes: [Digest: UInt64], referencedLogicalBytes: UInt64) {
         self.manifestSizes = manifestSizes
         self.referencedLogicalBytes = referencedLogicalBytes
     }
@@ -125,10 +137,12 @@ struct BlobIndex: Sendable {
         // while a forged checkpoint (checksums intact, counts absurd) cannot trap the process.
         logicalBytes &+= entry.contentLength
         liveBytesByPack[entry.location.pack, default: 0] += entry.entryLength
+        if entry.isManifest { manifestNodeCount += 1 }
     }
 
     private mutating func unaccount(_ entry: BlobEntry) {
         logicalBytes &-= entry.contentLength
+        if entry.isManifest { manifestNodeCount -= 1 }
         let pack = entry.location.pack
         let remaining = liveBytesByPack[pack, default: 0] - entry.entryLength
         liveBytesByPack[pack] = remaining == 0 ? nil : remaining

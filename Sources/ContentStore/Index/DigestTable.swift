@@ -22,7 +22,8 @@ struct DigestTable<Value: Sendable>: Sendable {
     private var zeroKeyValue: Value?
     /// Mixed into every hash: the digests are content hashes, so whoever chooses the content can
     /// choose (by brute force) some bits of them; not knowing the seed, they cannot aim at slots.
-    private let seed: UInt64
+    /// A checkpoint saves it (in the store's private files), so a load restores the slot order.
+    let seed: UInt64
     private(set) var count = 0
 
     init() {
@@ -34,7 +35,9 @@ struct DigestTable<Value: Sendable>: Sendable {
         reserveCapacity(minimumCapacity)
     }
 
-    /// A fixed seed, for tests that need the same layout every run.
+    /// A given seed: a checkpoint's, or a fixed one for tests that need the same layout every run.
+    /// Keys inserted in the order another table of the same seed iterates them each land at the end
+    /// of their run: nothing shifts.
     init(seed: UInt64) {
         self.seed = seed
     }

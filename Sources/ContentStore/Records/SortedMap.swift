@@ -182,3 +182,57 @@ extension SortedMap {
         precondition(entries == count, "count is \(count) but the tree holds \(entries) entries")
     }
 }
+
+extension SortedMap {
+    /// A map of `keys[i] → values[i]`, the keys strictly ascending (the caller checks), built
+    /// bottom-up in one pass: what a checkpoint load needs, where inserting a million keys one by
+    /// one costs a descent and a binary search each and leaves the leaves half full (every split
+    /// of ascending inserts leaves its left half behind for good).
+    ///
+    /// Leaves are filled nearly to ``Node/maxKeys``, each level split as evenly as the counts allow,
+    /// so every node but the root holds at least ``Node/minKeys`` and every leaf is at one depth.
+    init(ascendingKeys keys: ContiguousArray<Key>, values: ContiguousArray<Value>) {
+        precondition(keys.count == values.count, "keys and values differ in length")
+        count = keys.count
+        var levelKeys = keys, levelValues = values
+        var children: ContiguousArray<Node> = []
+        // Each round groups one level's entries into nodes; the entries between nodes move up.
+        while levelKeys.count > Node.maxKeys {
+            var nodes: ContiguousArray<Node> = []
+            var upperKeys: ContiguousArray<Key> = [], upperValues: ContiguousArray<Value> = []
+            let ranges = Self.evenNodes(holding: levelKeys.count)
+            nodes.reserveCapacity(ranges.count)
+            upperKeys.reserveCapacity(ranges.count - 1)
+            upperValues.reserveCapacity(ranges.count - 1)
+            for range in ranges {
+                nodes.append(Node(
+                    keys: levelKeys[range], values: levelValues[range],
+                    children: children.isEmpty ? [] : children[range.lowerBound ... range.upperBound]))
+                if range.upperBound < levelKeys.count {
+                    upperKeys.append(levelKeys[range.upperBound])
+                    upperValues.append(levelValues[range.upperBound])
+                }
+            }
+            (levelKeys, levelValues, children) = (upperKeys, upperValues, nodes)
+        }
+        root = Node(keys: levelKeys, values: levelValues, children: children)
+    }
+
+    /// Splits `count` entries into the fewest nodes of at most ``Node/maxKeys`` keys with one entry
+    /// between neighbours (their separator in the parent), sizes differing by at most one. With
+    /// k = ⌈(count + 1) / (maxKeys + 1)⌉ nodes each holds more than (maxKeys + 1) / 2 − 1 keys, so
+    /// at least ``Node/minKeys``.
+    private static func evenNodes(holding count: Int) -> [Range<Int>] {
+        let nodes = (count + 1 + Node.maxKeys) / (Node.maxKeys + 1)
+        let keys = count - (nodes - 1)
+        var ranges: [Range<Int>] = []
+        ranges.reserveCapacity(nodes)
+        var start = 0
+        for node in 0 ..< nodes {
+            let size = keys / nodes + (node < keys % nodes ? 1 : 0)
+            ranges.append(start ..< start + size)
+            start += size + 1
+        }
+        return ranges
+    }
+}

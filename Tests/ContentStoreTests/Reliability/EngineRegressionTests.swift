@@ -427,7 +427,10 @@ extension Reliability {
                                       storedLength: .max, refCount: .max, zeroSince: 0)
                 entries.append((Digest.sha256(Data("forged \(seed)".utf8)), entry))
             }
-            contents.state.blobs = BlobIndex(restoring: entries, manifestSizes: [:], referencedLogicalBytes: contents.state.blobs.referencedLogicalBytes)
+            var forged = BlobIndex(restoringCapacity: entries.count, seed: contents.state.blobs.entries.seed)
+            for (digest, entry) in entries { forged.restore(digest, entry) }
+            forged.finishRestoring(manifestSizes: [:], referencedLogicalBytes: contents.state.blobs.referencedLogicalBytes)
+            contents.state.blobs = forged
             try FileManager.default.removeItem(at: file)
             try Checkpoint.write(contents, directory: checkpoints.path, fileSystem: fileSystem)
 

@@ -84,7 +84,7 @@ extension Reliability {
         static func checkpoint(body: [UInt8]) -> [UInt8] {
             var file = ByteWriter()
             file.append(contentsOf: Checkpoint.magic)
-            file.append(Checkpoint.version)
+            file.append(Checkpoint.versionWithoutSeed)  // version 1: the body starts with the blob count
             file.append(UInt32(0))
             file.append(UInt64(1))  // first segment
             file.append(UInt64(0))  // commit sequence

@@ -1,0 +1,189 @@
+// `make scale` (swift run -c release scale): issue 19's million-object targets, every round reported.
+//
+//   open      a store of N blobs, each referenced by a record of its own, closed as an application
+//             closes it; timed in a fresh child process per round (wall clock, and the CPU seconds of
+//             all its threads, which a loaded machine does not inflate as much), with the resident
+//             memory the open added per blob+record
+//   gc        10,000 garbage blobs (put, never referenced) collected with a zero grace period, in a
+//             fresh copy of the same store each round
+//
+// The stores are built once and cached under Benchmarks/.build/scale-stores (CONTENTSTORE_SCALE_CACHE
+// overrides); a change of fixtureVersion rebuilds them.
+//
+//   scale [--sizes 100000,1000000] [--rounds 3] [--garbage 10000]
+import BenchSupport
+import ContentStore
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Bumped whenever the way the stores are built changes, so cached stores are rebuilt.
+let fixtureVersion = 1
+let blobSize = 128
+let recordsPerCommit = 10_000
+
+struct Options {
+    var sizes = [100_000, 1_000_000]
+    var rounds = 3
+    var garbage = 10_000
+
+    init(_ arguments: ArraySlice<String>) {
+        var iterator = arguments.makeIterator()
+        while let argument = iterator.next() {
+            let value = iterator.next() ?? ""
+            switch argument {
+            case "--sizes": sizes = value.split(separator: ",").compactMap { Int($0) }
+            case "--rounds": rounds = Int(value) ?? rounds
+            case "--garbage": garbage = Int(value) ?? garbage
+            default: fatalError("unknown option \(argument); usage: scale [--sizes 100000,1000000] [--rounds 3] [--garbage 10000]")
+            }
+        }
+    }
+}
+
+func configuration() -> Store.Configuration {
+    var configuration = Store.Configuration()
+    configuration.logger.logLevel = .warning
+    configuration.controlSocket = false
+    return configuration
+}
+
+func key(_ index: Int) -> String { "record/" + String(index) }
+
+/// Distinct 128-byte text-like blobs: the index in the first 8 bytes of a shared block.
+struct BlobMaker {
+    var block: [UInt8]
+    init(seed: UInt64) {
+        var generator = ContentGenerator(seed: seed)
+        block = generator.textBlock(size: blobSize)
+        if block.count > blobSize { block.removeSubrange(blobSize...) }
+    }
+    mutating func blob(_ index: Int) -> Data {
+        withUnsafeBytes(of: UInt64(index) &* 0x9E37_79B9_7F4A_7C15) { tag in
+            for i in 0 ..< 8 { block[i] = tag[i] }
+        }
+        return Data(block)
+    }
+}
+
+let cacheRoot: String = ProcessInfo.processInfo.environment["CONTENTSTORE_SCALE_CACHE"]
+    ?? (URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../.build/scale-stores").standardized.path)
+
+func cachedStore(blobs: Int) throws -> String {
+    let directory = cacheRoot + "/v\(fixtureVersion)-\(blobs)"
+    if FileManager.default.fileExists(atPath: directory + "/READY") { return directory + "/store" }
+    POSIX.removeTree(directory)
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    let started = monotonicNanoseconds()
+    let store = try Store(at: URL(fileURLWithPath: directory + "/store"), configuration: configuration())
+    var maker = BlobMaker(seed: 19)
+    for start in stride(from: 0, to: blobs, by: recordsPerCommit) {
+        let range = start ..< min(start + recordsPerCommit, blobs)
+        let digests = try range.map { try store.put(maker.blob($0)) }
+        try store.write { transaction in
+            for (index, digest) in zip(range, digests) {
+                try transaction.setRecord(Record(value: Data("v".utf8), references: [digest]), forKey: key(index))
+            }
+        }
+    }
+    try store.close()
+    _ = FileManager.default.createFile(atPath: directory + "/READY", contents: nil)
+    Progress.log(String(format: "built the %d-blob store in %.1f s (%@)", blobs, Double(monotonicNanoseconds() - started) / 1e9, directory))
+    return directory + "/store"
+}
+
+/// Child process: opens the store, prints "seconds cpuSeconds rssBytes" (resident memory the open added).
+func openOnce(_ path: String) throws {
+    let before = ResidentMemory.current
+    let cpu = cpuSeconds()
+    let started = monotonicNanoseconds()
+    let store = try Store(at: URL(fileURLWithPath: path), configuration: configuration())
+    let seconds = Double(monotonicNanoseconds() - started) / 1e9
+    let cpuUsed = cpuSeconds() - cpu
+    let after = ResidentMemory.current
+    try store.close()
+    print(seconds, cpuUsed, after - before)
+}
+
+func measureOpen(_ path: String) throws -> (seconds: Double, cpu: Double, rss: Int) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
+    if !FileManager.default.fileExists(atPath: process.executableURL!.path) {
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    }
+    process.arguments = ["open-once", path]
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try process.run()
+    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    let fields = output.split(whereSeparator: \.isWhitespace)
+    guard process.terminationStatus == 0, fields.count == 3, let seconds = Double(fields[0]), let cpu = Double(fields[1]),
+          let rss = Int(fields[2]) else {
+        throw SystemCallError(call: "open-once", path: path, code: EIO)
+    }
+    return (seconds, cpu, rss)
+}
+
+/// Collects `garbage` never-referenced blobs in a fresh copy of the cached store.
+func measureCollection(_ path: String, garbage: Int, round: Int) throws -> (seconds: Double, cpu: Double, removed: Int) {
+    let copy = try POSIX.scratchDirectory("scale-gc") + "/store"
+    defer { POSIX.removeTree((copy as NSString).deletingLastPathComponent) }
+    let cp = Process()
+    cp.executableURL = URL(fileURLWithPath: "/bin/cp")
+    cp.arguments = ["-a", "--reflink=auto", path, copy]
+    try cp.run()
+    cp.waitUntilExit()
+    let store = try Store(at: URL(fileURLWithPath: copy), configuration: configuration())
+    var maker = BlobMaker(seed: 1000 + UInt64(round))
+    for index in 0 ..< garbage { try store.put(maker.blob(index)) }
+    let cpu = cpuSeconds()
+    let started = monotonicNanoseconds()
+    let report = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero))
+    let seconds = Double(monotonicNanoseconds() - started) / 1e9
+    let cpuUsed = cpuSeconds() - cpu
+    try store.close()
+    return (seconds, cpuUsed, report.blobsRemoved)
+}
+
+let arguments = CommandLine.arguments
+if arguments.count == 3, arguments[1] == "open-once" {
+    try openOnce(arguments[2])
+    exit(0)
+}
+let options = Options(arguments.dropFirst())
+var stores: [Int: String] = [:]
+for size in options.sizes { stores[size] = try cachedStore(blobs: size) }
+
+var opens: [Int: [Double]] = [:], openCPU: [Int: [Double]] = [:], rss: [Int: [Double]] = [:]
+var collections: [Int: [Double]] = [:], collectionCPU: [Int: [Double]] = [:]
+for round in 1 ... options.rounds {
+    // Sizes alternate their order by round, so a drift in the machine's load does not favour one.
+    let order = round % 2 == 1 ? options.sizes : options.sizes.reversed()
+    for size in order {
+        let open = try measureOpen(stores[size]!)
+        let perEntry = Double(open.rss) / Double(size)
+        opens[size, default: []].append(open.seconds)
+        openCPU[size, default: []].append(open.cpu)
+        rss[size, default: []].append(perEntry)
+        let gc = try measureCollection(stores[size]!, garbage: options.garbage, round: round)
+        collections[size, default: []].append(gc.seconds)
+        collectionCPU[size, default: []].append(gc.cpu)
+        print(String(format: "round %d  %9d blobs  open %.3f s (CPU %.3f s)  RSS %.0f B per blob+record  gc of %d garbage %.3f s (CPU %.3f s)",
+                     round, size, open.seconds, open.cpu, perEntry, gc.removed, gc.seconds, gc.cpu))
+    }
+}
+print("medians over \(options.rounds) rounds:")
+for size in options.sizes {
+    print(String(format: "  %9d blobs  open %.3f s (CPU %.3f s)  RSS %.0f B per blob+record  gc %.3f s (CPU %.3f s)",
+                 size, median(opens[size]!), median(openCPU[size]!), median(rss[size]!), median(collections[size]!),
+                 median(collectionCPU[size]!)))
+}
+if let small = options.sizes.min(), let large = options.sizes.max(), small != large {
+    for (name, times) in [("wall", collections), ("CPU", collectionCPU)] {
+        let ratios = zip(times[large]!, times[small]!).map { $0 / $1 }
+        print("gc \(name) time ratio \(large) / \(small), per round: " + ratios.map { String(format: "%.2f×", $0) }.joined(separator: " ")
+            + String(format: "  (median %.2f×)", median(ratios)))
+    }
+}
