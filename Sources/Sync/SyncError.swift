@@ -4,7 +4,7 @@ public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
     /// What kind of failure; compare with the static members (`error.code == .unavailable`).
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: String, Hashable, Sendable {
-            case invalidArgument, unavailable, unauthorized, protocolViolation, conflictNotFound
+            case invalidArgument, unavailable, unauthorized, protocolViolation, conflictNotFound, notRunning
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -19,6 +19,9 @@ public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let protocolViolation = Code(.protocolViolation)
         /// ``SyncClient/resolve(_:keepingLocal:)`` was given a conflict the client no longer holds.
         public static let conflictNotFound = Code(.conflictNotFound)
+        /// ``SyncServer/port`` was asked for, but ``SyncServer/run()`` was not called within
+        /// `SyncServerConfiguration.startTimeout`.
+        public static let notRunning = Code(.notRunning)
 
         /// The code's name.
         public var description: String { value.rawValue }

@@ -27,7 +27,8 @@ public final class SyncServer: Sendable {
     /// the port its previous run had, so its clients find it again.
     public func run() async throws {
         let configuration = engine.configuration
-        let port = configuration.port != 0 ? configuration.port : binding.reset() ?? 0
+        let previous = binding.starting()
+        let port = configuration.port != 0 ? configuration.port : previous ?? 0
         let application = Application(
             router: Routes(engine: engine).router(),
             configuration: .init(address: .hostname(configuration.host, port: port), serverName: "ContentStore-Sync"),
@@ -46,9 +47,10 @@ public final class SyncServer: Sendable {
         }
     }
 
-    /// The port the server listens on; waits until ``run()`` has bound it (throws if it could not).
+    /// The port the server listens on; waits until ``run()`` has bound it (throws if it could not,
+    /// and `SyncError.notRunning` if `run()` was not called within `startTimeout`).
     public var port: Int {
-        get async throws { try await binding.port() }
+        get async throws { try await binding.port(startTimeout: engine.configuration.startTimeout) }
     }
 
     /// Stores `object` as the server's own change (the same write a client's push makes, but never
@@ -88,60 +90,101 @@ public final class SyncServer: Sendable {
 extension SyncServer: Service {}
 
 /// The bound port, for callers that ask before the server is up.
+///
+/// Invariant owned here: every caller of ``port(startTimeout:)`` is answered: with the port once a
+/// run binds it, with the run's error if it fails, or with `notRunning` if no run starts in time.
 private final class PortBinding: Sendable {
     private enum State {
-        case waiting([CheckedContinuation<Int, any Error>])
+        /// No run has started; the callers wait for one, each until its deadline.
+        case idle([Waiter])
+        /// A run started and has not bound its port yet.
+        case starting([Waiter])
         case bound(Int)
         case failed(any Error)
     }
-    private let state = Mutex(State.waiting([]))
+    private struct Waiter {
+        let id: UInt64
+        let continuation: CheckedContinuation<Int, any Error>
+    }
+    private let state = Mutex(State.idle([]))
+    private let nextWaiter = Atomic<UInt64>(0)
 
-    /// A new run: callers asking for the port from now on wait for its binding. Returns the port
+    /// A run starts: callers asking for the port from now on wait for its binding. Returns the port
     /// the previous run had bound, if any.
-    func reset() -> Int? {
+    func starting() -> Int? {
         state.withLock { state in
-            var previous: Int?
             switch state {
-            case .waiting: return nil
-            case let .bound(port): previous = port
-            case .failed: previous = nil
+            case let .idle(waiters), let .starting(waiters):
+                state = .starting(waiters)
+                return nil
+            case let .bound(port):
+                state = .starting([])
+                return port
+            case .failed:
+                state = .starting([])
+                return nil
             }
-            state = .waiting([])
-            return previous
         }
     }
 
     func bound(_ port: Int) {
-        let waiters = state.withLock { state -> [CheckedContinuation<Int, any Error>] in
-            guard case let .waiting(waiters) = state else { return [] }
-            state = .bound(port)
-            return waiters
-        }
-        for waiter in waiters { waiter.resume(returning: port) }
+        finish(.success(port))
     }
 
     func failed(_ error: any Error) {
-        let waiters = state.withLock { state -> [CheckedContinuation<Int, any Error>] in
-            guard case let .waiting(waiters) = state else { return [] }
-            state = .failed(error)
-            return waiters
-        }
-        for waiter in waiters { waiter.resume(throwing: error) }
+        finish(.failure(error))
     }
 
-    func port() async throws -> Int {
-        try await withCheckedThrowingContinuation { continuation in
-            let outcome: Result<Int, any Error>? = state.withLock { state in
+    private func finish(_ outcome: Result<Int, any Error>) {
+        let waiters = state.withLock { state -> [Waiter] in
+            guard case let .starting(waiters) = state else { return [] }
+            switch outcome {
+            case let .success(port): state = .bound(port)
+            case let .failure(error): state = .failed(error)
+            }
+            return waiters
+        }
+        for waiter in waiters { waiter.continuation.resume(with: outcome) }
+    }
+
+    func port(startTimeout: Duration) async throws -> Int {
+        let id = nextWaiter.add(1, ordering: .relaxed).newValue
+        return try await withCheckedThrowingContinuation { continuation in
+            let waiter = Waiter(id: id, continuation: continuation)
+            let (outcome, idle): (Result<Int, any Error>?, Bool) = state.withLock { state in
                 switch state {
-                case var .waiting(waiters):
-                    waiters.append(continuation)
-                    state = .waiting(waiters)
-                    return nil
-                case let .bound(port): return .success(port)
-                case let .failed(error): return .failure(error)
+                case var .idle(waiters):
+                    waiters.append(waiter)
+                    state = .idle(waiters)
+                    return (nil, true)
+                case var .starting(waiters):
+                    waiters.append(waiter)
+                    state = .starting(waiters)
+                    return (nil, false)
+                case let .bound(port): return (.success(port), false)
+                case let .failed(error): return (.failure(error), false)
                 }
             }
-            if let outcome { continuation.resume(with: outcome) }
+            if let outcome {
+                continuation.resume(with: outcome)
+            } else if idle {
+                Task { [self] in
+                    try? await Task.sleep(for: startTimeout)
+                    expire(id, after: startTimeout)
+                }
+            }
         }
+    }
+
+    /// Answers waiter `id` with `notRunning` if it is still waiting for a run to start.
+    private func expire(_ id: UInt64, after timeout: Duration) {
+        let expired = state.withLock { state -> Waiter? in
+            guard case var .idle(waiters) = state, let index = waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            let waiter = waiters.remove(at: index)
+            state = .idle(waiters)
+            return waiter
+        }
+        expired?.continuation.resume(throwing: SyncError(
+            code: .notRunning, message: "SyncServer.port: run() was not called within \(timeout), so no port is bound"))
     }
 }

@@ -18,6 +18,9 @@ public struct SyncServerConfiguration: Sendable {
     public var tombstoneCleanupInterval: Duration = .seconds(3600)
     /// The largest JSON request (a push batch or a have/want list), in bytes; default 16 MiB.
     public var maximumRequestSize: Int = 16 << 20
+    /// How long ``SyncServer/port`` waits for ``SyncServer/run()`` to be called before it throws
+    /// `SyncError.notRunning`; default 10 seconds. Once `run()` has started, `port` waits for the bind.
+    public var startTimeout: Duration = .seconds(10)
     /// The clock for client retention (injectable for tests).
     public var now: @Sendable () -> Date = { Date() }
     /// Where requests and failures are logged; never a token, a body or blob bytes.

@@ -42,6 +42,40 @@ struct SyncExactlyOnceTests {
         #expect(try await server.server.engine.sequence == 2)
     }
 
+    @Test func aClientForgottenAfterItsRetentionStillRetriesExactlyOnce() async throws {
+        let fixture = SyncFixture()
+        let offset = Mutex<TimeInterval>(0)
+        let server = try await fixture.startServer(try fixture.store("server")) { configuration in
+            configuration.clientRetention = .seconds(3600)
+            configuration.now = { Date().addingTimeInterval(offset.withLock { $0 }) }
+        }
+        defer { Task { await server.stop() } }
+        let transport = HookedTransport(server.url, afterPush: { true })
+        let a = try fixture.client(try fixture.store("a"), transport: transport, "a") { $0.retries = 0 }
+        try await a.persist(.note("x", "once"))
+        await #expect(throws: SyncError.self) { try await a.sync() }
+        #expect(try await server.server.engine.sequence == 1)
+
+        // a stays silent past its retention and is forgotten; b deletes x and the tombstone goes.
+        let b = try fixture.client(try fixture.store("b"), server.url, "b")
+        _ = try await b.sync()
+        try await b.delete(container: "notes", id: "x")
+        _ = try await b.sync()
+        offset.withLock { $0 = 7200 }
+        _ = try await b.sync()
+        #expect(try await server.server.collectTombstones() == 1)
+
+        // a's retry of the push whose answer it lost gets that answer: x is not written again.
+        let report = try await a.sync()
+        #expect(report.pushed == 1)
+        #expect(report.conflicts == 0)
+        #expect(try a.pendingCount == 0)
+        #expect(try await server.server.engine.sequence == 2)
+        #expect(try a.object(container: "notes", id: "x") == nil)
+        _ = try await b.sync()
+        #expect(try b.objects(in: "notes").isEmpty)
+    }
+
     @Test func aServerRestartMidPushLosesNothingAndDuplicatesNothing() async throws {
         let fixture = SyncFixture()
         let serverStore = try fixture.store("server")
@@ -72,6 +106,23 @@ struct SyncExactlyOnceTests {
 
 @Suite("Sync: one server run after another")
 struct SyncServerRestartTests {
+    @Test(.timeLimit(.minutes(10))) func portWithoutRunIsNotRunningButWaitsForARunStartingInTime() async throws {
+        let fixture = SyncFixture()
+        var configuration = SyncServerConfiguration()
+        configuration.startTimeout = .milliseconds(300)
+        let server = SyncServer(store: try fixture.store("server"), configuration: configuration)
+        let error = await #expect(throws: SyncError.self) { try await server.port }
+        #expect(error?.code == .notRunning)
+
+        let asked = Task { try await server.port }
+        try await Task.sleep(for: .milliseconds(50))
+        let running = Task { try await server.run() }
+        defer { running.cancel() }
+        let port = try await asked.value
+        #expect(port > 0)
+        #expect(try await server.port == port)
+    }
+
     @Test func theSameServerRunsAgainOnItsPort() async throws {
         let fixture = SyncFixture()
         let server = SyncServer(store: try fixture.store("server"))

@@ -124,3 +124,28 @@ func eventually(timeout: Duration = .seconds(15), _ condition: () throws -> Bool
     }
     return try condition()
 }
+
+/// The real transport, counting requests by method and path (without the query).
+final class CountingTransport: SyncTransport, @unchecked Sendable {
+    let base: HTTPTransport
+    private let requests = Mutex<[String]>([])
+
+    init(_ url: URL) {
+        base = HTTPTransport(server: url, token: nil, timeout: .seconds(20))
+    }
+
+    /// Requests whose "METHOD /path" is `endpoint`, or starts with it when it ends in "/".
+    func count(_ endpoint: String) -> Int {
+        requests.withLock { sent in sent.filter { endpoint.hasSuffix("/") ? $0.hasPrefix(endpoint) : $0 == endpoint }.count }
+    }
+
+    func send(_ request: TransportRequest) async throws -> TransportResponse {
+        let endpoint = "\(request.method) \(request.path.prefix { $0 != "?" })"
+        requests.withLock { $0.append(endpoint) }
+        return try await base.send(request)
+    }
+
+    func events(_ path: String) async throws -> AsyncThrowingStream<String, any Error> {
+        try await base.events(path)
+    }
+}

@@ -34,6 +34,30 @@ struct SyncTombstoneTests {
         for client in clients { #expect(try await client.sync().pulled == 0) }
     }
 
+    @Test func singleContainerSyncsReportProgressForCleanup() async throws {
+        let fixture = SyncFixture()
+        let server = try await fixture.startServer(try fixture.store("server"))
+        defer { Task { await server.stop() } }
+        let a = try fixture.client(try fixture.store("a"), server.url, "a")
+        let b = try fixture.client(try fixture.store("b"), server.url, "b")
+        try await a.persist(.note("x", "doomed"))
+        try await a.persist(.note("kept", "elsewhere", container: "other"))
+        _ = try await a.sync("notes")
+        _ = try await a.sync("other")
+        _ = try await b.sync("notes")
+        try await b.delete(container: "notes", id: "x")
+        _ = try await b.sync("notes")
+        _ = try await a.sync("notes")
+        #expect(try a.objects(in: "notes").isEmpty)
+        // Each pull reports where it started: one more round and both hold "notes" past the tombstone,
+        // though neither has pulled "other" (nor ever synced everything).
+        #expect(try await server.server.collectTombstones() == 0)
+        for client in [a, b] { _ = try await client.sync("notes") }
+        #expect(try await server.server.collectTombstones() == 1)
+        for client in [a, b] { #expect(try await client.sync("notes").pulled == 0) }
+        #expect(try b.objects(in: "notes").isEmpty)
+    }
+
     @Test func aClientAwayPastCleanupResyncsAndKeepsItsPendingWork() async throws {
         let fixture = SyncFixture()
         let offset = Mutex<TimeInterval>(0)

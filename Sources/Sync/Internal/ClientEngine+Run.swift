@@ -8,8 +8,14 @@ extension ClientEngine {
     static let pushBatch = 256
     /// Changes asked for in one pull request.
     static let pullBatch = 1000
-    /// Blob transfers in flight at once (async-http-client keeps up to 8 connections per host).
+    /// Blob requests in flight at once (async-http-client keeps up to 8 connections per host).
     static let blobConcurrency = 8
+    /// Blobs one worker moves: a few requests' worth, so that the workers share the load.
+    static let blobGroup = 256
+    /// Blobs up to this size travel in batches; larger ones alone (`PUT /v1/blobs/{digest}`).
+    static let batchableBlobSize = 1 << 20
+    /// A batch upload is sent once it holds this many bytes (well under the server's 16 MiB default).
+    static let blobBatchBytes = 4 << 20
 
     func sync(_ container: String?) async throws -> SyncReport {
         if let container { try Names.check(container, "container") }
@@ -37,14 +43,12 @@ extension ClientEngine {
     // MARK: Push
 
     /// Pushes pending changes with mutation IDs below `bound` (those made before the run), in
-    /// batches. Returns how many the server applied and how many became conflicts.
+    /// batches in mutation order. Returns how many the server applied and how many became conflicts.
     private func push(_ container: String?, below bound: UInt64, meter: Meter) async throws -> (pushed: Int, conflicts: Int) {
         var pushed = 0, conflicts = 0
-        var skipped: Set<String> = []
-        while true {
-            let done = skipped
-            let batch = try await pendingBatch(container, below: bound, skipping: done)
-            guard !batch.isEmpty else { return (pushed, conflicts) }
+        for places in Self.groups(of: try await pendingPlaces(container, below: bound), size: Self.pushBatch) {
+            let batch = try await pendingItems(places, below: bound)
+            guard !batch.isEmpty else { continue }
             let refused = try await uploadMissingBlobs(of: batch, meter: meter)
             let sendable = batch.filter { refused[$0.object.place] == nil }
             for (place, rejection) in refused {
@@ -54,7 +58,6 @@ extension ClientEngine {
                                                       message: rejection.message, server: server)],
                                  for: [change], meter: meter)
                 conflicts += 1
-                skipped.insert(place)
             }
             guard !sendable.isEmpty else { continue }
             let acknowledged = try await ClientState(store.record(forKey: keys.state), key: keys.state).acknowledged
@@ -70,8 +73,8 @@ extension ClientEngine {
             let outcome = try await record(answer.results, for: sendable, meter: meter)
             pushed += outcome.pushed
             conflicts += outcome.conflicts
-            for change in sendable { skipped.insert(change.object.place) }
         }
+        return (pushed, conflicts)
     }
 
     struct PendingItem: Sendable {
@@ -79,15 +82,29 @@ extension ClientEngine {
         var object: StoredObject
     }
 
-    /// Up to one batch of pending changes in mutation order, each with the local version to send.
-    private func pendingBatch(_ container: String?, below bound: UInt64, skipping skipped: Set<String>) async throws -> [PendingItem] {
+    /// The places with a pending change below `bound`, in mutation order: listed once per run, so a
+    /// push of n changes reads each pending record a bounded number of times.
+    private func pendingPlaces(_ container: String?, below bound: UInt64) async throws -> [String] {
         let prefix = keys.pending + (container.map { Keys.place(container: $0, id: "") } ?? "")
         return try await store.read { [self] snapshot in
-            var items: [PendingItem] = []
+            var pending: [(mutation: UInt64, place: String)] = []
             for key in try snapshot.keys(withPrefix: prefix) {
-                let place = String(key.dropFirst(keys.pending.count))
-                guard !skipped.contains(place), let record = try snapshot.record(forKey: key),
-                      let (objectContainer, id) = Keys.parse(place: place) else { continue }
+                guard let record = try snapshot.record(forKey: key) else { continue }
+                let change = try PendingChange(record, key: key)
+                if change.mutation < bound { pending.append((change.mutation, String(key.dropFirst(keys.pending.count)))) }
+            }
+            return pending.sorted { $0.mutation < $1.mutation }.map(\.place)
+        }
+    }
+
+    /// The pending changes at `places` as they are now, each with the local version to send; a place
+    /// pushed meanwhile (by a run retried after a failure) or edited after the run began is left out.
+    private func pendingItems(_ places: [String], below bound: UInt64) async throws -> [PendingItem] {
+        try await store.read { [self] snapshot in
+            var items: [PendingItem] = []
+            for place in places {
+                let key = keys.pending + place
+                guard let record = try snapshot.record(forKey: key), let (objectContainer, id) = Keys.parse(place: place) else { continue }
                 let pending = try PendingChange(record, key: key)
                 guard pending.mutation < bound else { continue }
                 let objectKey = keys.objects + place
@@ -96,7 +113,7 @@ extension ClientEngine {
                 }
                 items.append(PendingItem(pending: pending, object: try StoredObject(objectRecord, container: objectContainer, id: id, key: objectKey)))
             }
-            return Array(items.sorted { $0.pending.mutation < $1.pending.mutation }.prefix(Self.pushBatch))
+            return items
         }
     }
 
@@ -113,17 +130,65 @@ extension ClientEngine {
             guard let digest = Digest(hex: hex) else { throw protocolViolation("/v1/blobs/missing named \"\(hex.prefix(80))\"") }
             return digest
         }
-        let failures = try await concurrently(wanted) { [self] digest -> (Digest, Int, String)? in
-            let data = try await store.get(digest)
-            let upload = try await exchange(TransportRequest(method: "PUT", path: "/v1/blobs/\(digest.hex)", body: data), meter: meter)
-            guard upload.status != 200, upload.status != 201 else { return nil }
-            return (digest, upload.status, (try? Wire.decode(WireError.self, from: upload.body).error) ?? "status \(upload.status)")
+        let failures = try await concurrently(Self.groups(of: wanted, size: Self.blobGroup)) { [self] group in
+            try await upload(group, meter: meter)
         }
         var refused: [String: (status: Int, message: String)] = [:]
-        for case let (digest, status, message)? in failures {
+        for (digest, status, message) in failures.joined() {
             for change in batch where change.object.digests.contains(digest) {
                 refused[change.object.place] = (status, message)
             }
+        }
+        return refused
+    }
+
+    /// Uploads blobs, packing those up to ``batchableBlobSize`` into `POST /v1/blobs` requests of up to
+    /// ``blobBatchBytes`` and sending larger ones alone. Returns the blobs the server refused.
+    private func upload(_ digests: [Digest], meter: Meter) async throws -> [(Digest, Int, String)] {
+        var refused: [(Digest, Int, String)] = []
+        var batch = Data(), batched: [Digest] = []
+        for digest in digests {
+            let data = try await store.get(digest)
+            if data.count > Self.batchableBlobSize {
+                if let failure = try await uploadAlone(digest, data, meter: meter) { refused.append(failure) }
+                continue
+            }
+            BlobFrames.append(digest, data, to: &batch)
+            batched.append(digest)
+            if batch.count >= Self.blobBatchBytes {
+                refused += try await uploadBatch(batch, of: batched, meter: meter)
+                batch = Data()
+                batched = []
+            }
+        }
+        if !batched.isEmpty { refused += try await uploadBatch(batch, of: batched, meter: meter) }
+        return refused
+    }
+
+    private func uploadAlone(_ digest: Digest, _ data: Data, meter: Meter) async throws -> (Digest, Int, String)? {
+        let upload = try await exchange(TransportRequest(method: "PUT", path: "/v1/blobs/\(digest.hex)", body: data), meter: meter)
+        guard upload.status != 200, upload.status != 201 else { return nil }
+        return (digest, upload.status, (try? Wire.decode(WireError.self, from: upload.body).error) ?? "status \(upload.status)")
+    }
+
+    private func uploadBatch(_ frames: Data, of digests: [Digest], meter: Meter) async throws -> [(Digest, Int, String)] {
+        let response = try await exchange(TransportRequest(method: "POST", path: "/v1/blobs", body: frames,
+                                                           contentType: "application/octet-stream"), meter: meter)
+        if response.status == 413 {
+            // A server configured with a smaller request limit: one blob at a time still fits.
+            var refused: [(Digest, Int, String)] = []
+            for digest in digests {
+                if let failure = try await uploadAlone(digest, try await store.get(digest), meter: meter) { refused.append(failure) }
+            }
+            return refused
+        }
+        let answer: BlobResults = try decode(response, "/v1/blobs")
+        guard answer.results.map(\.digest) == digests.map(\.hex) else {
+            throw protocolViolation("/v1/blobs answered for other blobs than were sent")
+        }
+        var refused: [(Digest, Int, String)] = []
+        for (digest, result) in zip(digests, answer.results) where result.status != 200 && result.status != 201 {
+            refused.append((digest, result.status, result.error ?? "status \(result.status)"))
         }
         return refused
     }
@@ -229,11 +294,13 @@ extension ClientEngine {
         if let cursorKey { own = try await ContainerCursor.cursor(store.record(forKey: cursorKey), key: cursorKey) }
         var cursor = max(state.cursor, own)
         var pulled = 0
-        var resyncing = false
+        // A pull from 0 is a full one even when the server does not ask for it: objects this client
+        // pushed before it ever pulled may have been deleted and their tombstones dropped since.
+        var resyncing = cursor == 0
         var seen: Set<String> = []
         while true {
-            var path = "/v1/pull?since=\(cursor)&limit=\(Self.pullBatch)"
-            if let container { path += "&container=\(Self.queryEscaped(container))" } else { path += "&client=\(Self.queryEscaped(clientID))" }
+            var path = "/v1/pull?since=\(cursor)&limit=\(Self.pullBatch)&client=\(Self.queryEscaped(clientID))"
+            if let container { path += "&container=\(Self.queryEscaped(container))" }
             let page: PullResponse = try decode(try await exchange(TransportRequest(method: "GET", path: path), meter: meter), "/v1/pull")
             if page.resync {
                 guard !resyncing else { throw protocolViolation("/v1/pull asked for a resync from 0") }
@@ -319,14 +386,43 @@ extension ClientEngine {
     /// Downloads the blobs the local store lacks, checking each against its digest.
     private func fetchBlobs(_ digests: [Digest], meter: Meter) async throws {
         let lacking = Array(Set(digests).filter { !store.contains($0) })
-        _ = try await concurrently(lacking) { [self] digest in
-            let response = try await exchange(TransportRequest(method: "GET", path: "/v1/blobs/\(digest.hex)"), meter: meter)
-            guard response.status == 200 else { throw failure(response, "/v1/blobs/\(digest.hex)") }
-            let stored = try await store.put(response.body)
-            guard stored == digest else {
-                throw protocolViolation("the server sent bytes hashing to \(stored) for blob \(digest)")
-            }
+        _ = try await concurrently(Self.groups(of: lacking, size: Self.blobGroup)) { [self] group in
+            try await fetch(group, meter: meter)
         }
+    }
+
+    /// Downloads blobs with `POST /v1/blobs/fetch`, asking again for those an answer left out.
+    private func fetch(_ digests: [Digest], meter: Meter) async throws {
+        var remaining = digests
+        while !remaining.isEmpty {
+            let response = try await exchange(TransportRequest(method: "POST", path: "/v1/blobs/fetch",
+                                                               body: try Wire.encode(DigestList(digests: remaining.map(\.hex))),
+                                                               contentType: "application/json"), meter: meter)
+            guard response.status == 200 else { throw failure(response, "/v1/blobs/fetch") }
+            let frames: [BlobFrames.Frame]
+            do {
+                frames = try BlobFrames.parse(response.body)
+            } catch {
+                throw protocolViolation("/v1/blobs/fetch: \(error)")
+            }
+            guard !frames.isEmpty, frames.count <= remaining.count,
+                  zip(frames, remaining).allSatisfy({ pair in pair.0.digest == pair.1 }) else {
+                throw protocolViolation("/v1/blobs/fetch answered with other blobs than were asked for")
+            }
+            for frame in frames {
+                guard let data = frame.data else { throw protocolViolation("/v1/blobs/fetch: the server does not hold blob \(frame.digest)") }
+                let stored = try await store.put(data)
+                guard stored == frame.digest else {
+                    throw protocolViolation("the server sent bytes hashing to \(stored) for blob \(frame.digest)")
+                }
+            }
+            remaining.removeFirst(frames.count)
+        }
+    }
+
+    /// `items` cut into consecutive groups of at most `size`.
+    static func groups<Item>(of items: [Item], size: Int) -> [[Item]] {
+        stride(from: 0, to: items.count, by: size).map { Array(items[$0 ..< min($0 + size, items.count)]) }
     }
 
     /// Runs `body` on every item, ``blobConcurrency`` at a time; the first failure cancels the rest.

@@ -21,11 +21,17 @@ import Foundation
 //   sequence/<20-digit rev>    kind Q: place string. One entry per object, at its current revision:
 //                              a pull since N reads the entries after N in order.
 //   client/<client id>         kind C: last seen (date), pulled u64 (the client holds every change
-//                              up to it), applied u64 (its highest mutation applied)
+//                              up to it), applied u64 (its highest mutation applied). Never removed,
+//                              not even for a client forgotten after `clientRetention`: `applied` is
+//                              what makes a retry from a returning client exactly-once.
+//   progress/<client id>/<container>
+//                              kind K: pulled u64 for the client's single-container syncs (it holds
+//                              every change of that container up to it)
 //   outcome/<client id>/<20-digit mutation>
 //                              kind R: status u16 (200 applied, 409 overruled, 4xx rejected),
 //                              revision u64, message string. Kept until the client acknowledges the
-//                              mutation, so a retried push gets the first answer (exactly once).
+//                              mutation, so a retried push gets the first answer (exactly once);
+//                              forgetting a client does not remove them.
 // Client (`sync/client/<client id>/`):
 //   state                      kind S: next mutation u64, acknowledged u64 (the highest mutation whose
 //                              answer arrived), cursor u64 (every server change up to it is here)
@@ -50,6 +56,7 @@ enum Keys {
     static let serverSequence = "sync/server/sequence/"
     static let serverClients = "sync/server/client/"
     static let serverOutcomes = "sync/server/outcome/"
+    static let serverProgress = "sync/server/progress/"
 
     /// `<n>:<container>/<id>`, or the prefix of a container's places when `id` is empty.
     static func place(container: String, id: String) -> String {
@@ -92,6 +99,7 @@ enum Keys {
 
     static func serverClient(_ client: String) -> String { serverClients + client }
     static func serverOutcomes(_ client: String) -> String { serverOutcomes + client + "/" }
+    static func serverProgress(_ client: String) -> String { serverProgress + client + "/" }
     static func serverOutcome(_ client: String, mutation: UInt64) -> String {
         serverOutcomes(client) + sequenceDigits(mutation)
     }
@@ -357,7 +365,7 @@ struct ClientState: Hashable, Sendable {
     }
 }
 
-/// `sync/client/<id>/cursor/<container>`.
+/// `sync/client/<id>/cursor/<container>`, and the server's `sync/server/progress/<id>/<container>`.
 enum ContainerCursor {
     static func record(_ cursor: UInt64) -> Record {
         var writer = RecordFormat.writer(.cursor)

@@ -11,11 +11,15 @@ struct Routes: Sendable {
     /// The most changes one pull returns.
     static let maximumPullLimit = 10_000
     static let defaultPullLimit = 1000
+    /// The bytes of blobs one `/v1/blobs/fetch` answer carries at most (beyond its first blob).
+    static let fetchBudget = 8 << 20
 
     func router() -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
         router.add(middleware: BearerTokens(tokens: engine.configuration.tokens))
         router.post("/v1/blobs/missing") { request, context in try await self.missing(request, context) }
+        router.post("/v1/blobs") { request, context in try await self.uploadBatch(request, context) }
+        router.post("/v1/blobs/fetch") { request, context in try await self.downloadBatch(request, context) }
         router.put("/v1/blobs/:digest") { request, context in try await self.upload(request, context) }
         router.get("/v1/blobs/:digest") { request, context in try await self.download(request, context) }
         router.post("/v1/push") { request, context in try await self.push(request, context) }
@@ -46,6 +50,34 @@ struct Routes: Sendable {
             let engine = engine
             let isNew = try await engine.receive(data, claimed: claimed)
             return Response(status: isNew ? .created : .ok)
+        }
+    }
+
+    /// Several blobs in one request (frames, see ``BlobFrames``), each checked like a single upload.
+    private func uploadBatch(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        try await handling {
+            let data = try await body(request, limit: engine.configuration.maximumRequestSize, what: "the blob batch")
+            let frames: [BlobFrames.Frame]
+            do {
+                frames = try BlobFrames.parse(data)
+            } catch {
+                throw HTTPFailure(status: 400, "\(error); nothing stored")
+            }
+            let engine = engine
+            return try json(BlobResults(results: try await engine.receive(batch: frames)))
+        }
+    }
+
+    /// The blobs a JSON digest list names, as frames, up to ``fetchBudget`` bytes (at least one).
+    private func downloadBatch(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        try await handling {
+            let list = try await decode(DigestList.self, request)
+            let wanted = try list.digests.map { try digest($0) }
+            let engine = engine
+            let frames = try await engine.blobs(wanted, budget: Self.fetchBudget)
+            var headers = HTTPFields()
+            headers[.contentType] = "application/octet-stream"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: frames)))
         }
     }
 

@@ -6,9 +6,10 @@ import Synchronization
 ///
 /// Invariant owned here: every applied change gets the next sequence number in the same commit that
 /// stores it, so the order of changes is the server's commit order, never a clock; a mutation ID is
-/// applied at most once per client (its outcome is kept until the client acknowledges it); a
-/// tombstone is dropped only when every client not yet forgotten has pulled past it, and the floor
-/// then rises so that any client further behind resyncs in full.
+/// applied at most once per client, however long the client was away (its record, with the highest
+/// mutation applied, is never removed, and its outcomes are kept until it acknowledges them); a
+/// tombstone is dropped only when every client not yet forgotten has pulled its container past it,
+/// and the floor then rises so that any client further behind resyncs in full.
 final class ServerEngine: Sendable {
     let store: Store
     let configuration: SyncServerConfiguration
@@ -20,6 +21,9 @@ final class ServerEngine: Sendable {
         self.store = store
         self.configuration = configuration
     }
+
+    /// How stale a client's "last seen" may be before a pull refreshes it.
+    static let lastSeenPrecision: TimeInterval = 60
 
     /// Blob uploads stored so far (ones that added bytes the store did not hold).
     var blobsReceived: Int { uploads.load(ordering: .relaxed) }
@@ -41,6 +45,43 @@ final class ServerEngine: Sendable {
         try await store.put(data)
         if isNew { uploads.add(1, ordering: .relaxed) }
         return isNew
+    }
+
+    /// Stores each blob of a batch whose bytes hash to its digest and fit `maximumBlobSize`; the
+    /// others are refused alone (nothing of them stored). One result per frame, in order.
+    func receive(batch frames: [BlobFrames.Frame]) async throws -> [BlobResults.Result] {
+        var results: [BlobResults.Result] = []
+        for frame in frames {
+            let hex = frame.digest.hex
+            guard let data = frame.data else {
+                results.append(.init(digest: hex, status: 400, error: "blob \(hex) has no bytes"))
+                continue
+            }
+            guard data.count <= configuration.maximumBlobSize else {
+                results.append(.init(digest: hex, status: 413,
+                                     error: "blob \(hex) is \(data.count) bytes; the limit is \(configuration.maximumBlobSize)"))
+                continue
+            }
+            do {
+                results.append(.init(digest: hex, status: try await receive(data, claimed: frame.digest) ? 201 : 200))
+            } catch let failure as HTTPFailure {
+                results.append(.init(digest: hex, status: failure.status, error: failure.message))
+            }
+        }
+        return results
+    }
+
+    /// Frames of the wanted blobs in order (absent ones marked), stopping before the one that would
+    /// take the answer past `budget` bytes, though never before the first: the client asks again
+    /// for the rest.
+    func blobs(_ wanted: [Digest], budget: Int) async throws -> Data {
+        var answer = Data()
+        for digest in wanted {
+            let data = try await blob(digest)
+            if !answer.isEmpty, answer.count + (data?.count ?? 0) > budget { break }
+            BlobFrames.append(digest, data, to: &answer)
+        }
+        return answer
     }
 
     func blob(_ digest: Digest) async throws -> Data? {
@@ -209,52 +250,59 @@ final class ServerEngine: Sendable {
             }
             return PullResponse(changes: changes, sequence: meta.sequence, more: false, resync: false)
         }
-        if let clientID, container == nil, !response.resync { try await noteProgress(of: clientID, pulled: since) }
+        if let clientID, !response.resync { try await noteProgress(of: clientID, pulled: since, in: container) }
         return response
     }
 
-    /// Records that `clientID` holds every change up to `pulled`, and that it is alive.
-    private func noteProgress(of clientID: String, pulled: UInt64) async throws {
+    /// Records that `clientID` holds every change up to `pulled` (of `container`, or of all), and
+    /// that it is alive.
+    private func noteProgress(of clientID: String, pulled: UInt64, in container: String?) async throws {
         let key = Keys.serverClient(clientID)
         let now = configuration.now()
+        let progressKey = container.map { Keys.serverProgress(clientID) + $0 }
+        // Most pulls of a client in step change nothing worth a commit: skip it while the progress
+        // is known and "last seen" is recent (retention is counted in days).
+        let known = try await store.read { snapshot -> Bool in
+            guard let record = try snapshot.record(forKey: key) else { return false }
+            let client = try ServerClient(record, key: key)
+            let held = try progressKey.map { try ContainerCursor.cursor(snapshot.record(forKey: $0), key: $0) } ?? client.pulled
+            return held >= pulled && now.timeIntervalSince(client.lastSeen) < Self.lastSeenPrecision
+        }
+        guard !known else { return }
         try await store.write { transaction in
             var client = try transaction.record(forKey: key).map { try ServerClient($0, key: key) } ?? ServerClient(lastSeen: now)
             client.lastSeen = now
-            client.pulled = max(client.pulled, pulled)
+            if let progressKey {
+                let previous = try ContainerCursor.cursor(transaction.record(forKey: progressKey), key: progressKey)
+                if pulled > previous { try transaction.setRecord(ContainerCursor.record(pulled), forKey: progressKey) }
+            } else {
+                client.pulled = max(client.pulled, pulled)
+            }
             try transaction.setRecord(client.record, forKey: key)
         }
     }
 
     // MARK: Tombstones
 
-    /// Forgets clients silent longer than the retention, then drops the tombstones every remaining
-    /// client has pulled past, in one commit. Returns how many tombstones went.
+    /// Ignores clients silent longer than the retention (they resync when they return), then drops
+    /// the tombstones every remaining client has pulled past in their container, in one commit.
+    /// Returns how many tombstones went.
     @discardableResult
     func collectTombstones() async throws -> Int {
         let now = configuration.now()
         let retention = TimeInterval(configuration.clientRetention.components.seconds)
         return try await store.write { transaction in
             var meta = try ServerMeta(transaction.record(forKey: Keys.serverMeta))
-            var horizon = meta.sequence
-            for key in try transaction.keys(withPrefix: Keys.serverClients) {
-                guard let record = try transaction.record(forKey: key) else { continue }
-                let client = try ServerClient(record, key: key)
-                if now.timeIntervalSince(client.lastSeen) > retention {
-                    let clientID = String(key.dropFirst(Keys.serverClients.count))
-                    try transaction.removeRecord(forKey: key)
-                    for outcome in try transaction.keys(withPrefix: Keys.serverOutcomes(clientID)) {
-                        try transaction.removeRecord(forKey: outcome)
-                    }
-                } else {
-                    horizon = min(horizon, client.pulled)
-                }
-            }
+            let progress = try Self.progressOfActiveClients(now: now, retention: retention, in: transaction)
+            // No tombstone above what some active client holds of any container can go.
+            let horizon = progress.map(\.highest).min() ?? meta.sequence
             var dropped = 0
             for key in try transaction.keys(withPrefix: Keys.serverSequence) {
                 guard let revision = UInt64(key.dropFirst(Keys.serverSequence.count)), revision <= horizon else { break }
                 guard let record = try transaction.record(forKey: key) else { continue }
                 let place = try SequenceEntry.place(record, key: key)
                 guard let (container, id) = Keys.parse(place: place),
+                      progress.allSatisfy({ $0.holds(container) >= revision }),
                       let objectRecord = try transaction.record(forKey: Keys.serverObjects + place),
                       try StoredObject(objectRecord, container: container, id: id, key: Keys.serverObjects + place).isDeleted
                 else { continue }
@@ -266,6 +314,33 @@ final class ServerEngine: Sendable {
             if dropped > 0 { try transaction.setRecord(meta.record, forKey: Keys.serverMeta) }
             return dropped
         }
+    }
+
+    /// What one client holds: everything up to `pulled`, and of some containers more.
+    private struct Progress {
+        var pulled: UInt64
+        var containers: [String: UInt64]
+        func holds(_ container: String) -> UInt64 { max(pulled, containers[container] ?? 0) }
+        var highest: UInt64 { max(pulled, containers.values.max() ?? 0) }
+    }
+
+    /// The progress of every client seen within the retention. A client silent longer is not
+    /// waited for, but its record stays: it keeps the mutations it may still retry exactly-once.
+    private static func progressOfActiveClients(now: Date, retention: TimeInterval, in transaction: Transaction) throws -> [Progress] {
+        var active: [Progress] = []
+        for key in try transaction.keys(withPrefix: Keys.serverClients) {
+            guard let record = try transaction.record(forKey: key) else { continue }
+            let client = try ServerClient(record, key: key)
+            guard now.timeIntervalSince(client.lastSeen) <= retention else { continue }
+            let prefix = Keys.serverProgress(String(key.dropFirst(Keys.serverClients.count)))
+            var containers: [String: UInt64] = [:]
+            for progressKey in try transaction.keys(withPrefix: prefix) {
+                containers[String(progressKey.dropFirst(prefix.count))] =
+                    try ContainerCursor.cursor(transaction.record(forKey: progressKey), key: progressKey)
+            }
+            active.append(Progress(pulled: client.pulled, containers: containers))
+        }
+        return active
     }
 
     var sequence: UInt64 {

@@ -112,3 +112,71 @@ enum Wire {
     static func encode(_ value: some Encodable) throws -> Data { try encoder.encode(value) }
     static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T { try JSONDecoder().decode(type, from: data) }
 }
+
+/// The body of `POST /v1/blobs` and of the answer to `POST /v1/blobs/fetch`: one frame per blob,
+/// `[64 lowercase hex digits: the digest][u64 little-endian: length][length bytes]`. In an answer a
+/// length of 2^64 - 1, with no bytes, means the server does not hold the blob.
+enum BlobFrames {
+    struct Frame: Sendable {
+        var digest: Digest
+        /// nil: the sender does not hold it.
+        var data: Data?
+    }
+
+    static let absent = UInt64.max
+    private static let digestLength = 64
+
+    static func append(_ digest: Digest, _ data: Data?, to buffer: inout Data) {
+        buffer.append(contentsOf: digest.hex.utf8)
+        withUnsafeBytes(of: (data.map { UInt64($0.count) } ?? absent).littleEndian) { buffer.append(contentsOf: $0) }
+        if let data { buffer.append(data) }
+    }
+
+    /// The frames of `data`; throws a message naming the offset when the framing is broken.
+    static func parse(_ data: Data) throws(FramingError) -> [Frame] {
+        let bytes = [UInt8](data)
+        var frames: [Frame] = []
+        var offset = 0
+        while offset < bytes.count {
+            let header = digestLength + 8
+            guard bytes.count - offset >= header else { throw FramingError(offset: offset, "a frame header is cut short") }
+            guard let digest = Digest(hex: String(decoding: bytes[offset ..< offset + digestLength], as: UTF8.self)) else {
+                throw FramingError(offset: offset, "a frame does not start with a SHA-256 digest in hex")
+            }
+            var length: UInt64 = 0
+            for index in 0 ..< 8 { length |= UInt64(bytes[offset + digestLength + index]) << (8 * index) }
+            offset += header
+            if length == absent {
+                frames.append(Frame(digest: digest, data: nil))
+                continue
+            }
+            guard length <= UInt64(bytes.count - offset) else {
+                throw FramingError(offset: offset, "blob \(digest) claims \(length) bytes; \(bytes.count - offset) follow")
+            }
+            frames.append(Frame(digest: digest, data: Data(bytes[offset ..< offset + Int(length)])))
+            offset += Int(length)
+        }
+        return frames
+    }
+
+    struct FramingError: Error, Sendable, CustomStringConvertible {
+        var offset: Int
+        var message: String
+        init(offset: Int, _ message: String) {
+            self.offset = offset
+            self.message = message
+        }
+        var description: String { "blob frames at byte \(offset): \(message)" }
+    }
+}
+
+/// The answer to `POST /v1/blobs`: one result per frame, in order.
+struct BlobResults: Codable, Hashable, Sendable {
+    struct Result: Codable, Hashable, Sendable {
+        var digest: String
+        /// 201 stored, 200 already held, 400 the bytes do not hash to the digest, 413 over the limit.
+        var status: Int
+        var error: String?
+    }
+    var results: [Result]
+}
