@@ -12,6 +12,8 @@ struct SyncLiveTests {
         defer { Task { await server.stop() } }
         // Automatic syncs, with an interval far beyond the test: only announcements can move data.
         // Short backoff, so that a request that failed on a loaded machine is soon tried again.
+        // The waits below are long because a machine loaded by parallel builds took over 60 s for one
+        // sync; a missed announcement still fails them, since nothing else would move the data.
         let automatic: (inout SyncConfiguration) -> Void = {
             $0.syncsAutomatically = true
             $0.interval = .seconds(3600)
@@ -30,14 +32,14 @@ struct SyncLiveTests {
         }
         defer { listener.cancel() }
         try await a.persist(.note("live", "pushed by a's background sync"))
-        #expect(try await eventually(timeout: .seconds(60)) { try b.object(container: "notes", id: "live") != nil })
-        #expect(try await eventually(timeout: .seconds(60)) { try a.pendingCount == 0 })
-        #expect(try await eventually(timeout: .seconds(60)) { sawChange.value.load(ordering: .relaxed) })
+        #expect(try await eventually(timeout: .seconds(300)) { try b.object(container: "notes", id: "live") != nil })
+        #expect(try await eventually(timeout: .seconds(300)) { try a.pendingCount == 0 })
+        #expect(try await eventually(timeout: .seconds(300)) { sawChange.value.load(ordering: .relaxed) })
 
         _ = try await server.server.persist(.note("from-server", "written on the server"))
-        #expect(try await eventually(timeout: .seconds(60)) { try a.object(container: "notes", id: "from-server") != nil })
+        #expect(try await eventually(timeout: .seconds(300)) { try a.object(container: "notes", id: "from-server") != nil })
         try await server.server.delete(container: "notes", id: "live")
-        #expect(try await eventually(timeout: .seconds(60)) { try b.object(container: "notes", id: "live") == nil })
+        #expect(try await eventually(timeout: .seconds(300)) { try b.object(container: "notes", id: "live") == nil })
     }
 }
 
