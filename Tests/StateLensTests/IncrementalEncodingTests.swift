@@ -29,9 +29,10 @@ import Testing
         let put = metrics.counterTotal(label: "contentstore_puts_total") - puts
         #expect(put >= 1 && put <= 3, "\(put) puts")
         #expect(try store.statistics().blobCount - blobs == Int(put))
-        // A change of a small member outside the large parts puts nothing at all.
+        // A change of a small member outside the array puts at most the one chunk of the root
+        // holding it (this root is itself over 16 KiB, so it is cut into chunks too).
         try state.root.version.set(7)
-        #expect(metrics.counterTotal(label: "contentstore_puts_total") - puts == put)
+        #expect(metrics.counterTotal(label: "contentstore_puts_total") - puts - put <= 1)
     }
 
     @Test func elementsAnUpdateOnlyCopiedKeepTheirNodes() throws {
