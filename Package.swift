@@ -108,7 +108,7 @@ let package = Package(
             dependencies: ["ContentStoreCluster", "ContentStore", "Warehouse", "DataArchive",
                            .product(name: "PostgresNIO", package: "postgres-nio")]
         ),
-        .testTarget(name: "StateLensTests", dependencies: ["StateLens"]),
+        .testTarget(name: "StateLensTests", dependencies: ["StateLens", .product(name: "MetricsTestKit", package: "swift-metrics")]),
         .testTarget(name: "PersistTests", dependencies: ["Persist", "ContentStore"]),
         // The killed-client test's workload (Tests/SyncTests); not a product.
         .executableTarget(name: "SyncWorkload", dependencies: ["Sync", "ContentStore"], path: "Tests/SyncWorkload"),

@@ -20,10 +20,8 @@ import Synchronization
 // with `publication` held (so in commit order); they only yield to an AsyncStream.
 
 /// A version as this process knows it.
-@usableFromInline
 final class Version<Root: Sendable>: Sendable {
     /// nil: the state holds no value (never written, or reset); lenses read their default.
-    @usableFromInline
     let root: Root?
     /// The canonical tree of `root`, when built: the next update reuses its unchanged nodes.
     let tree: StateNode?
@@ -76,8 +74,12 @@ final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
     }
 
     /// The latest published version: a pointer read under a lock no writer holds during I/O.
-    @usableFromInline
     var latest: Version<Root> { current.withLock { $0 } }
+
+    /// The latest published root (nil: none stored), copied out while the lock is held: what
+    /// ``LensStore/value`` reads, without retaining and releasing the version around the copy.
+    @usableFromInline
+    func latestRoot() -> Root? { current.withLock { $0.root } }
 
     /// Reads the head record and decodes it with `decode` (which may migrate).
     static func load(store: Store, keys: StateKeys, decode: (Data) throws -> (Root, migrated: Bool)) throws -> Version<Root> {

@@ -100,6 +100,11 @@ final class StateNode: @unchecked Sendable {
     struct Chunk {
         var members: [ObjectIdentifier]
         var part: Part
+
+        /// Whether the chunk holds exactly `nodes`, in order.
+        func holds(_ nodes: ArraySlice<StateNode>) -> Bool {
+            members.count == nodes.count && zip(members, nodes).allSatisfy { $0 == ObjectIdentifier($1) }
+        }
     }
 
     let kind: Kind
@@ -183,10 +188,10 @@ final class StateNode: @unchecked Sendable {
             size += texts[index].count + 1
             let atBoundary = size >= PartFormat.partSize / 4 && StateNode.mix(fingerprints[index]) & PartFormat.boundaryMask == 0
             guard atBoundary || size >= PartFormat.partSize || index == texts.count - 1 else { continue }
-            let members = children[start ... index].map { ObjectIdentifier($0) }
-            if let old = reusable[members[0]], old.members == members {
+            if let old = reusable[ObjectIdentifier(children[start])], old.holds(children[start ... index]) {
                 chunks.append(old)
             } else {
+                let members = children[start ... index].map { ObjectIdentifier($0) }
                 var bytes: [UInt8] = []
                 bytes.reserveCapacity(size)
                 for member in start ... index {
@@ -218,6 +223,12 @@ final class StateNode: @unchecked Sendable {
             if keys[middle].utf8.lexicographicallyPrecedes(key.utf8) { low = middle + 1 } else { high = middle }
         }
         return nil
+    }
+
+    /// The elements of an array node; empty for another kind.
+    var elements: [StateNode] {
+        guard case let .array(elements) = kind else { return [] }
+        return elements
     }
 
     /// The element at `index` of an array node.

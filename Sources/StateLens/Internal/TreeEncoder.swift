@@ -47,17 +47,54 @@ protocol MemoizedContainer {
 extension Array: MemoizedContainer where Element: Encodable & Equatable {
     func encodeNode(previous: StateNode?, codingPath: [any CodingKey]) throws -> StateNode {
         let old = previous?.source as? [Element]
+        let oldNodes = previous?.elements ?? []
+        // The elements an update only copied (its body changed one and the array was copied on
+        // write) keep their nodes without a call to `==`: so an update of one element of a large
+        // array costs a memory comparison of the two buffers, not a comparison per element.
+        let (prefix, suffix) = old.flatMap { $0.count == oldNodes.count ? Bitwise.unchangedEnds(of: $0, and: self) : nil } ?? (0, 0)
         var nodes: [StateNode] = []
         nodes.reserveCapacity(count)
-        for (index, element) in enumerated() {
-            let oldNode = previous?.child(at: index)
+        nodes.append(contentsOf: oldNodes[..<prefix])
+        for index in prefix ..< count - suffix {
+            let element = self[index]
+            let oldNode = index < oldNodes.count ? oldNodes[index] : nil
             if let old, let oldNode, index < old.count, old[index] == element {
                 nodes.append(oldNode)
             } else {
                 nodes.append(try TreeEncoder.encodeValue(element, previous: oldNode, codingPath: codingPath + [IndexKey(index)]))
             }
         }
+        nodes.append(contentsOf: oldNodes[(oldNodes.count - suffix)...])
         return .array(nodes, source: self, previous: previous)
+    }
+}
+
+/// Comparisons of values' bytes. Two values with the same bytes are the same value (the same
+/// scalars, the same references to the same storage), so they encode alike: their node can be
+/// reused without asking `==`. Values that are equal with different bytes (a string rebuilt, a
+/// padding byte) are only not recognized here, and `==` decides for them as before.
+enum Bitwise {
+    /// How many elements at the start and, after those, at the end of `new` have the bytes of the
+    /// elements at the same place from the same end of `old`.
+    static func unchangedEnds<Element>(of old: [Element], and new: [Element]) -> (prefix: Int, suffix: Int) {
+        let size = MemoryLayout<Element>.size
+        let stride = MemoryLayout<Element>.stride
+        guard size > 0 else { return (0, 0) }
+        return old.withUnsafeBytes { old in
+            new.withUnsafeBytes { new in
+                let oldCount = old.count / stride
+                let newCount = new.count / stride
+                let limit = min(oldCount, newCount)
+                func same(_ oldIndex: Int, _ newIndex: Int) -> Bool {
+                    memcmp(old.baseAddress! + oldIndex * stride, new.baseAddress! + newIndex * stride, size) == 0
+                }
+                var prefix = 0
+                while prefix < limit, same(prefix, prefix) { prefix += 1 }
+                var suffix = 0
+                while prefix + suffix < limit, same(oldCount - 1 - suffix, newCount - 1 - suffix) { suffix += 1 }
+                return (prefix, suffix)
+            }
+        }
     }
 }
 

@@ -1,0 +1,86 @@
+import Foundation
+import MetricsTestKit
+import Testing
+@testable import StateLens
+
+/// An update stores only what it changed: the parts of the state it did not touch are neither
+/// encoded, hashed nor put again.
+@Suite struct IncrementalEncodingTests {
+    /// A store whose puts are counted (every `put` call, a deduplicated one too).
+    private func countingStore(_ directory: TemporaryDirectory, _ metrics: TestMetrics) throws -> Store {
+        var configuration = Store.Configuration()
+        configuration.metricsFactory = metrics
+        return try Store(at: directory.store, configuration: configuration)
+    }
+
+    @Test func anUpdateOfOneElementPutsOnlyTheChunkHoldingIt() throws {
+        let directory = TemporaryDirectory()
+        let metrics = TestMetrics()
+        let store = try countingStore(directory, metrics)
+        defer { try? store.close() }
+        let state = try LensStore(store: store, name: "catalog", default: Catalog())
+        try state.root.set(Catalog.large())
+        let puts = metrics.counterTotal(label: "contentstore_puts_total")
+        let blobs = try store.statistics().blobCount
+        // The same length as "item 500". A changed member can still move its chunk's end (the
+        // boundary follows its hash), so one or two chunks after it may change too: a handful of
+        // the state's ~110 parts, each of them new (nothing unchanged is put again).
+        try state.root.items.update { $0[500].name = "item 5ZZ" }
+        let put = metrics.counterTotal(label: "contentstore_puts_total") - puts
+        #expect(put >= 1 && put <= 3, "\(put) puts")
+        #expect(try store.statistics().blobCount - blobs == Int(put))
+        // A change of a small member outside the array puts at most the one chunk of the root
+        // holding it (this root is itself over 16 KiB, so it is cut into chunks too).
+        try state.root.version.set(7)
+        #expect(metrics.counterTotal(label: "contentstore_puts_total") - puts - put <= 1)
+    }
+
+    @Test func elementsAnUpdateOnlyCopiedKeepTheirNodes() throws {
+        var catalog = Catalog.large(count: 200)
+        let old = try TreeEncoder.encode(catalog, previous: nil)
+        catalog.items[120].name = "item 1ZZ"
+        let new = try TreeEncoder.encode(catalog, previous: old)
+        let oldItems = try #require(old.child(forKey: "items")).elements
+        let newItems = try #require(new.child(forKey: "items")).elements
+        #expect(newItems.count == 200)
+        for index in newItems.indices where index != 120 { #expect(newItems[index] === oldItems[index]) }
+        #expect(newItems[120] !== oldItems[120])
+        var fresh: [Digest: Part] = [:]
+        new.newParts(excluding: Set(old.parts), into: &fresh)
+        #expect(fresh.count >= 1 && fresh.count <= 3, "only the chunks around the changed item are new, of about 20")
+    }
+
+    @Test func anInsertionKeepsTheNodesOnBothSidesOfIt() throws {
+        var catalog = Catalog.large(count: 200)
+        let old = try TreeEncoder.encode(catalog, previous: nil)
+        catalog.items.insert(Item(id: -1, name: "inserted", notes: "", flags: []), at: 50)
+        let new = try TreeEncoder.encode(catalog, previous: old)
+        let oldItems = try #require(old.child(forKey: "items")).elements
+        let newItems = try #require(new.child(forKey: "items")).elements
+        for index in 0 ..< 50 { #expect(newItems[index] === oldItems[index]) }
+        for index in 51 ..< 201 { #expect(newItems[index] === oldItems[index - 1]) }
+        var fresh: [Digest: Part] = [:]
+        new.newParts(excluding: Set(old.parts), into: &fresh)
+        #expect(fresh.count < 5, "only the chunks around the insertion are new, of about 20")
+        let json = try PartFormat.expand(new.fragment) { digest in
+            if let part = fresh[digest] { return part.bytes }
+            var known: [Digest: Part] = [:]
+            new.newParts(excluding: [], into: &known)
+            return try #require(known[digest]).bytes
+        }
+        #expect(try JSONDecoder().decode(Catalog.self, from: Data(json)) == catalog)
+    }
+
+    @Test func equalElementsWithOtherBytesAreStillRecognizedByEquality() throws {
+        var catalog = Catalog.large(count: 100)
+        let old = try TreeEncoder.encode(catalog, previous: nil)
+        // The same text in a new string buffer: other bytes, an equal value.
+        catalog.items[10].notes = String(decoding: Array(catalog.items[10].notes.utf8), as: UTF8.self)
+        catalog.items[90].name = "changed"
+        let new = try TreeEncoder.encode(catalog, previous: old)
+        let oldItems = try #require(old.child(forKey: "items")).elements
+        let newItems = try #require(new.child(forKey: "items")).elements
+        #expect(newItems[10] === oldItems[10])
+        #expect(newItems[90] !== oldItems[90])
+    }
+}
