@@ -39,8 +39,9 @@ import Testing
                     catalog.items[round % catalog.items.count].notes = String(repeating: "round \(round) ", count: 50)
                     catalog.items[0].name = "round \(round)"
                 }
-                let file = URL(fileURLWithPath: progressPath)
-                try Data("\(round)".utf8).write(to: file)
+                // Atomically (a temporary file renamed over it): a plain write truncates first, and a
+                // kill between the truncation and the write would leave no count at all.
+                try Data("\(round)".utf8).write(to: URL(fileURLWithPath: progressPath), options: .atomic)
             }
         }
 
