@@ -139,6 +139,31 @@ import Darwin
         #expect(hasFinished)
     }
 
+    /// A claimed lane refuses another claim and holds the jobs submitted to it until the claim is
+    /// released, from any thread; then they run in order.
+    @Test func aClaimHoldsItsLaneUntilReleasedFromAnyThread() async {
+        let executor = LaneExecutor<Int, ClosureJob>(label: "test", width: 2)
+        let log = Mutex<[Int]>([])
+        let done = Countdown(3)
+        guard let claim = executor.claimIfIdle(0) else {
+            Issue.record("an idle lane was not claimed")
+            return
+        }
+        #expect(executor.claimIfIdle(0) == nil)
+        #expect(executor.claimIfIdle(1) != nil)                 // other lanes are not held
+        for index in 1 ... 3 {
+            executor.submit(0) {
+                log.withLock { $0.append(index) }
+                done.tick()
+            }
+        }
+        usleep(20_000)                                         // time for a wrongly started job to run
+        #expect(log.withLock { $0 }.isEmpty)
+        DispatchQueue.global().async { executor.release(claim) }
+        await done.wait()
+        #expect(log.withLock { $0 } == [1, 2, 3])
+    }
+
     @Test func fifoReleasesElementsAndKeepsOrder() {
         var fifo = FIFO<Int>()
         for value in 0 ..< 5000 { fifo.append(value) }

@@ -27,7 +27,12 @@ Progress.log(String(format: "corpus: %d files, %.1f MB, %.1f MB unique (text %.0
                     Double(corpus.bytes(of: .text)) / 1e6, Double(corpus.bytes(of: .source)) / 1e6,
                     Double(corpus.bytes(of: .binary)) / 1e6, Double(corpus.bytes(of: .duplicate)) / 1e6))
 var generator = ContentGenerator(seed: 42)
-let blocks = (0 ..< options.readBlocks).map { _ in generator.textBlock(size: 4096) }
+/// The bytes of ContentStore's read cache in the point-read rows that have one; SQLite's page cache gets as many in "equal memory budgets".
+let readCacheBytes = options.readCacheMiB.map { $0 << 20 } ?? Store.Configuration().readCacheSize
+/// The blobs of the "read set 3× the cache" row: the point-read stores hold at least as many, and
+/// the other rows read the first `options.readBlocks` of them.
+let thriceCacheBlocks = 3 * readCacheBytes / 4096
+let blocks = (0 ..< max(options.readBlocks, thriceCacheBlocks)).map { _ in generator.textBlock(size: 4096) }
 let probe = try LimitProbe(corpus: corpus, readBlocks: blocks, scratch: scratch)
 
 // The 10% of files deleted before collection: the same for every contender.
@@ -124,8 +129,7 @@ var readsP99 = Measurement(id: "reads-p99", workload: "random 4 KiB point reads:
 var readsUncached = Measurement(id: "reads-uncached", workload: "random 4 KiB point reads, ContentStore's read cache off", unit: "ops/s", higherIsBetter: true)
 var readsUncachedP99 = Measurement(id: "reads-uncached-p99", workload: "… its p99", unit: "µs", higherIsBetter: false)
 var readsEqualMemory = Measurement(id: "reads-equal-memory", workload: "random 4 KiB point reads, equal memory budgets", unit: "ops/s", higherIsBetter: true)
-/// The bytes of ContentStore's read cache in the point-read rows that have one; SQLite's page cache gets as many in "equal memory budgets".
-let readCacheBytes = readCacheMiB.map { $0 << 20 } ?? Store.Configuration().readCacheSize
+var readsThriceCache = Measurement(id: "reads-3x-cache", workload: "random 4 KiB point reads, read set 3× ContentStore's read cache", unit: "ops/s", higherIsBetter: true)
 var contentStoreStatistics: [String: Double] = [:]
 var limitRounds: [MachineLimits] = []
 let corpusMB = Double(corpus.totalBytes) / mb
@@ -142,11 +146,11 @@ struct PointReadStore {
     var make: Factory
 }
 let pointReadStores: [PointReadStore] = [
-    PointReadStore(column: Name.contentStore, variant: "default cache", rows: ["reads", "reads-equal-memory"],
+    PointReadStore(column: Name.contentStore, variant: "default cache", rows: ["reads", "reads-equal-memory", "reads-3x-cache"],
                    make: { try ContentStoreContender(directory: $0, readCacheMiB: readCacheMiB) }),
     PointReadStore(column: Name.contentStore, variant: "cache off", rows: ["reads-uncached"],
                    make: { try ContentStoreContender(directory: $0, readCacheMiB: 0) }),
-    PointReadStore(column: Name.sqlite, variant: "default cache_size", rows: ["reads", "reads-uncached"],
+    PointReadStore(column: Name.sqlite, variant: "default cache_size", rows: ["reads", "reads-uncached", "reads-3x-cache"],
                    make: { try SQLiteContender(directory: $0) }),
     PointReadStore(column: Name.sqlite, variant: "cache_size = readCacheSize", rows: ["reads-equal-memory"],
                    make: { [readCacheBytes] in try SQLiteContender(directory: $0, cacheBytes: readCacheBytes) }),
@@ -321,21 +325,7 @@ for round in 0 ..< options.rounds {
         // reclaims page-cache pages left idle for about half a minute, so without this the peers
         // would read part of their files back from disk.
         for digest in reader.digests { _ = try reader.contender.read(digest) }
-        var random = DeterministicRandom(seed: UInt64(round) &+ 1000)
-        var latencies: [Double] = []
-        latencies.reserveCapacity(1 << 20)
-        let start = monotonicNanoseconds()
-        let deadline = start + UInt64(options.readSeconds * 1e9)
-        var now = start
-        while now < deadline {
-            let digest = reader.digests[random.below(reader.digests.count)]
-            let before = now
-            _ = try reader.contender.read(digest)
-            now = monotonicNanoseconds()
-            latencies.append(Double(now - before) / 1000)
-        }
-        let rate = Double(latencies.count) / (Double(now - start) / 1e9)
-        let summary = Summary(latencies)
+        let (rate, summary) = try timedReads(reader.contender, reader.digests.prefix(options.readBlocks), seconds: options.readSeconds, seed: UInt64(round) &+ 1000)
         if reader.rows.contains("reads") {
             reads.record(reader.name, round: round, rate)
             readsP50.record(reader.name, round: round, summary.median)
@@ -347,6 +337,11 @@ for round in 0 ..< options.rounds {
         }
         if reader.rows.contains("reads-equal-memory") { readsEqualMemory.record(reader.name, round: round, rate) }
         Progress.log(String(format: "%@: %@ (%@) point reads %.0f/s, p50 %.1f µs, p99 %.1f µs", label, reader.name, reader.variant, rate, summary.median, summary.p99))
+        if reader.rows.contains("reads-3x-cache") && thriceCacheBlocks > 0 {
+            let (rate, _) = try timedReads(reader.contender, reader.digests.prefix(thriceCacheBlocks), seconds: options.readSeconds, seed: UInt64(round) &+ 2000)
+            readsThriceCache.record(reader.name, round: round, rate)
+            Progress.log(String(format: "%@: %@ (%@) point reads of %d blobs (3× the read cache) %.0f/s", label, reader.name, reader.variant, thriceCacheBlocks, rate))
+        }
     }
 
     if round < options.facadeRounds {
@@ -356,6 +351,25 @@ for round in 0 ..< options.rounds {
     try versions?.run(round: round, label: label)
 }
 for reader in readers { try reader.contender.close() }
+
+/// Reads uniformly random blobs of `digests` for `seconds`, one thread, one read per get; returns
+/// the rate and the latencies in µs.
+func timedReads(_ contender: any Contender, _ digests: ArraySlice<Digest>, seconds: Double, seed: UInt64) throws -> (Double, Summary) {
+    var random = DeterministicRandom(seed: seed)
+    var latencies: [Double] = []
+    latencies.reserveCapacity(1 << 20)
+    let start = monotonicNanoseconds()
+    let deadline = start + UInt64(seconds * 1e9)
+    var now = start
+    while now < deadline {
+        let digest = digests[digests.startIndex + random.below(digests.count)]
+        let before = now
+        _ = try contender.read(digest)
+        now = monotonicNanoseconds()
+        latencies.append(Double(now - before) / 1000)
+    }
+    return (Double(latencies.count) / (Double(now - start) / 1e9), Summary(latencies))
+}
 try warehouse?.close()
 try archive?.close()
 
@@ -375,11 +389,13 @@ reads.note = String(format: "%d blobs of 4 KiB (%.0f MB decoded) read uniformly 
 readsUncached.note = "the same reads with ContentStore's readCacheSize = 0: every get reads the entry (pread from the page cache), decompresses and re-hashes it, the work SQLite's and the files' reads do; SQLite and file-per-key as in the row above"
 readsEqualMemory.note = String(format: "ContentStore with its %d MiB read cache (decoded blobs), SQLite with PRAGMA cache_size of the same %d MiB per connection (the one reading thread uses one pooled reader): the same memory for caching, each spent its own way (SQLite still decodes and verifies every read)",
                                readCacheBytes >> 20, readCacheBytes >> 20)
+readsThriceCache.note = String(format: "%d blobs of 4 KiB (%.0f MB decoded, 3× ContentStore's %d MiB read cache, so about a third of reads hit it) read uniformly at random, one thread; each contender with its default cache, as in the first row",
+                               thriceCacheBlocks, Double(thriceCacheBlocks * 4096) / 1e6, readCacheBytes >> 20)
 reclaimed.limitNote = "stored bytes of the blobs that only deleted files referenced"
 reclaimedCompacted.limitNote = reclaimed.limitNote
 
 let measurements = [ingest, ingestNoKDF, resticKDF, ingestCPU, ingestCPUWithIO, ingestSize, reingest, commits1, commits16,
-                    reads, readsP50, readsP99, readsUncached, readsUncachedP99, readsEqualMemory,
+                    reads, readsP50, readsP99, readsUncached, readsUncachedP99, readsEqualMemory, readsThriceCache,
                     collect, collectCompacted, reclaimed, reclaimedCompacted]
     + (warehouse?.measurements ?? []) + (archive?.measurements ?? []) + (versions?.measurements ?? [])
 let measured = measurements.filter { !$0.rounds.isEmpty }
@@ -423,9 +439,10 @@ if engineWorkloads {
             limitVerdict.roundUnit = "%"
             return limitVerdict
         }(),
-        ratioVerdict("durable commits, 16 writers, vs SQLite synchronous=FULL", "≥ 8×", "commits-16", Name.sqlite, 8),
-        ratioVerdict("point reads vs SQLite, each with its default cache", "≥ 5×", "reads", Name.sqlite, 5),
-        ratioVerdict("… ContentStore's read cache off (every read decodes and verifies, as SQLite's does)", "(reported)", "reads-uncached", Name.sqlite, nil),
+        ratioVerdict("durable commits, 16 writers, vs SQLite synchronous=FULL (issue 19: in every round)", "≥ 10×", "commits-16", Name.sqlite, 10),
+        ratioVerdict("point reads vs SQLite, each with its default cache", "(reported)", "reads", Name.sqlite, nil),
+        ratioVerdict("… read set 3× ContentStore's read cache (issue 19)", "≥ 5×", "reads-3x-cache", Name.sqlite, 5),
+        ratioVerdict("… ContentStore's read cache off (every read decodes and verifies, as SQLite's does; issue 19)", "≥ 3×", "reads-uncached", Name.sqlite, 3),
         ratioVerdict("… equal memory budgets (SQLite's cache_size = readCacheSize)", "(reported)", "reads-equal-memory", Name.sqlite, nil),
     ]
 }
@@ -456,8 +473,10 @@ if let warehouse {
 if let archive {
     for operation in ArchiveOperation.allCases {
         for api in ["async", "callback"] {
-            targets.append(ratioVerdict("DataArchive \(operation.rawValue) 1 KiB (\(api) API) vs file-per-key", "≥ 5×",
-                                        ArchiveWorkload.rowID(operation, "1 KiB", api), Name.filePerKey, 5))
+            // Issue 19 asks the callback get (a hop to another thread per call) for ≥ 1×.
+            let threshold = operation == .get && api == "callback" ? 1.0 : 5.0
+            targets.append(ratioVerdict("DataArchive \(operation.rawValue) 1 KiB (\(api) API) vs file-per-key", String(format: "≥ %g×", threshold),
+                                        ArchiveWorkload.rowID(operation, "1 KiB", api), Name.filePerKey, threshold))
         }
     }
     // Issue 19: megabyte values at 0.8× the file scheme, compressible and not, through DataArchive and Store.

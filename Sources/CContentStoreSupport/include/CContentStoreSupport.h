@@ -28,6 +28,16 @@ void cs_event_wait(cs_event *event, uint32_t key, int64_t timeout_ns);
 /// Changes the word and wakes every waiter (none asleep: no system call).
 void cs_event_notify_all(cs_event *event);
 
+/// Tells the CPU the caller is in a spin-wait loop (x86 `pause`, ARM `yield`): the loop then
+/// yields pipeline resources to a sibling hyper-thread and leaves it without a memory-order stall.
+static inline void cs_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 /// A listening Unix-domain socket at `path` (close-on-exec, mode 0600 set before it listens).
 /// Returns the descriptor, or -1 with `errno` (ENAMETOOLONG when `path` does not fit sun_path).
 int cs_unix_listen(const char *path, int backlog);

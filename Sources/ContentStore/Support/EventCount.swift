@@ -8,10 +8,10 @@ internal import CContentStoreSupport
 /// A waiter takes ``key``, then checks its condition, then ``wait(_:timeoutNanoseconds:)``s with the
 /// key; a notifier changes the condition (with sequentially consistent atomics, or under a lock),
 /// then calls ``notifyAll()``. A notification between the check and the wait makes the wait return.
-final class EventCount: @unchecked Sendable {
+package final class EventCount: @unchecked Sendable {
     private let event: OpaquePointer
 
-    init() {
+    package init() {
         // Fails only when calloc or pthread_mutex_init does: out of memory, as when Swift allocates.
         guard let event = cs_event_create() else { preconditionFailure("cannot allocate an event count") }
         self.event = event
@@ -20,14 +20,14 @@ final class EventCount: @unchecked Sendable {
     deinit { cs_event_destroy(event) }
 
     /// Changes with every notification.
-    var key: UInt32 { cs_event_key(event) }
+    package var key: UInt32 { cs_event_key(event) }
 
     /// Sleeps until a notification after `key` was taken, or `timeoutNanoseconds` pass (`nil`: no
     /// limit). May return spuriously.
-    func wait(_ key: UInt32, timeoutNanoseconds: Int64? = nil) {
+    package func wait(_ key: UInt32, timeoutNanoseconds: Int64? = nil) {
         cs_event_wait(event, key, timeoutNanoseconds ?? -1)
     }
 
     /// Wakes every waiter.
-    func notifyAll() { cs_event_notify_all(event) }
+    package func notifyAll() { cs_event_notify_all(event) }
 }

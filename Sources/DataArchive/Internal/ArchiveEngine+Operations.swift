@@ -86,17 +86,36 @@ extension ArchiveEngine {
 
     /// Runs the read `operation` on `lane` after everything called before it there, then hands its
     /// result to `deliver` on the same lane of `completions` (never on the caller's stack). When
-    /// nothing is queued or running on the lane, the read runs at once on the calling thread: only
-    /// the completion changes threads.
+    /// nothing is queued or running on the lane, the read runs at once on the calling thread, and
+    /// the completion goes to the hand-off thread when it is free (``deliverPromptly(on:_:)``).
     func read<R: Sendable>(
         on lane: Lane, _ operation: @escaping @Sendable (ArchiveEngine) -> R, deliver: @escaping @Sendable (R) -> Void
     ) {
-        // The completion is queued before the lane is released, so it precedes those of later calls.
-        let ran: Void? = operations.runIfIdle(lane) {
+        // The completion is handed on before the lane is released, so it precedes those of later calls.
+        let ran = operations.runIfIdle(lane) {
             let result = operation(self)
-            completions.submit(lane) { deliver(result) }
+            return deliverPromptly(on: lane) { deliver(result) }
         }
-        if ran == nil { perform(on: lane, operation, deliver: deliver) }
+        guard let ran else { return perform(on: lane, operation, deliver: deliver) }
+        // Waited for after the lane is released: the operations called meanwhile need not wait too.
+        ran?.waitBriefly()
+    }
+
+    /// Runs `handler` as the next completion of `lane`: on the hand-off thread when the lane has no
+    /// completion queued or running and the thread is free (returned, for the caller to wait for
+    /// briefly), else queued on `completions`. Either way it runs after the lane's earlier
+    /// completions and before its later ones, never on the caller's stack.
+    private func deliverPromptly(on lane: Lane, _ handler: @escaping @Sendable () -> Void) -> CompletionHandoff.Handoff? {
+        guard let claim = completions.claimIfIdle(lane) else {
+            completions.submit(lane, handler)
+            return nil
+        }
+        let completions = completions
+        if let handoff = CompletionHandoff.shared.handOff({ handler(); completions.release(claim) }) { return handoff }
+        // Queued behind the claim, so it runs once the claim ends, before anything submitted later.
+        completions.submit(lane, handler)
+        completions.release(claim)
+        return nil
     }
 
     /// Queues `change` on the key's lane; `finish` runs on the worker once it has committed or failed.

@@ -138,20 +138,37 @@ final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
         return ticket
     }
 
+    /// A lane taken by ``claimIfIdle(_:)``, as though a job ran on it, until ``release(_:)``.
+    struct Claim: Sendable {
+        fileprivate let lane: Lane
+        fileprivate let ticket: UInt64
+    }
+
+    /// Takes the lane as its next job, if it is idle (no job queued or running); nil otherwise.
+    ///
+    /// Until ``release(_:)``, which any thread may call, the lane counts as running: jobs submitted
+    /// to it wait, and so do waiters for a later ticket.
+    func claimIfIdle(_ lane: Lane) -> Claim? {
+        state.withLock { state -> Claim? in
+            guard state.lanes[lane] == nil else { return nil }
+            state.lanes[lane] = FIFO()
+            return Claim(lane: lane, ticket: state.takeTicket())
+        }
+    }
+
+    /// Ends a claim: the jobs submitted to its lane meanwhile run next.
+    func release(_ claim: Claim) {
+        release(claim.lane, claim.ticket)
+    }
+
     /// Runs `body` on the calling thread as the lane's next job, if the lane is idle (no job queued
     /// or running); returns nil without running it otherwise.
     ///
     /// It saves the two thread switches of a submitted job (to a worker and back) for work the
-    /// caller waits for anyway. Meanwhile the lane counts as running: jobs submitted to it wait
-    /// until `body` returns, and so do waiters for a later ticket.
+    /// caller waits for anyway. Meanwhile the lane counts as running (``claimIfIdle(_:)``).
     func runIfIdle<R>(_ lane: Lane, _ body: () throws -> R) rethrows -> R? {
-        let ticket = state.withLock { state -> UInt64? in
-            guard state.lanes[lane] == nil else { return nil }
-            state.lanes[lane] = FIFO()
-            return state.takeTicket()
-        }
-        guard let ticket else { return nil }
-        defer { release(lane, ticket) }
+        guard let claim = claimIfIdle(lane) else { return nil }
+        defer { release(claim) }
         return try body()
     }
 
