@@ -57,7 +57,6 @@ let package = Package(
             name: "ContentStoreCluster",
             dependencies: [
                 "ContentStore",
-                "CContentStoreSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -34,7 +34,7 @@ extension Persister {
     /// Runs `body` as one atomic, durable transaction and undo step (the twin of the blocking `write`).
     @discardableResult
     public func write<T: Sendable>(_ actionName: String? = nil, _ body: @Sendable (inout PersistTransaction) throws -> T) async throws -> T {
-        try await shared.state.committing {
+        try await shared.committing {
             try await store.write { transaction in try self.applyWrite(actionName, body, to: &transaction) }
         }
     }
@@ -42,7 +42,7 @@ extension Persister {
     /// Reverts the last undoable step in one commit; nil when there is nothing to undo (the twin of the blocking `undo`).
     @discardableResult
     public func undo() async throws -> UndoStep? {
-        try await shared.state.committing {
+        try await shared.committing {
             try await store.write { transaction in try self.applyMove(.undo, to: &transaction) }
         }
     }
@@ -50,7 +50,7 @@ extension Persister {
     /// Re-applies the step the last undo reverted in one commit; nil when there is none (the twin of the blocking `redo`).
     @discardableResult
     public func redo() async throws -> UndoStep? {
-        try await shared.state.committing {
+        try await shared.committing {
             try await store.write { transaction in try self.applyMove(.redo, to: &transaction) }
         }
     }

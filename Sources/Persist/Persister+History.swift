@@ -17,7 +17,7 @@ extension Persister {
     /// - Returns: The step undone, or nil when there is nothing to undo.
     @discardableResult
     public func undo() throws -> UndoStep? {
-        try shared.state.committing { try store.write { try applyMove(.undo, to: &$0) } }
+        try shared.committing { try store.write { try applyMove(.undo, to: &$0) } }
     }
 
     /// Re-applies the step the last ``undo()`` reverted, in one atomic, durable commit.
@@ -25,7 +25,7 @@ extension Persister {
     /// - Returns: The step redone, or nil when there is nothing to redo.
     @discardableResult
     public func redo() throws -> UndoStep? {
-        try shared.state.committing { try store.write { try applyMove(.redo, to: &$0) } }
+        try shared.committing { try store.write { try applyMove(.redo, to: &$0) } }
     }
 
     /// Every step kept, oldest first, and how many of them are undoable (the rest are redoable).

@@ -26,7 +26,7 @@ public final class Persister: Sendable {
     /// The persister's name: its graph and history are its own.
     public let name: String
     let layout: Layout
-    let shared: SharedState.Lease
+    let shared: SharedState
 
     /// Opens the persister named `name` on `store`, empty the first time.
     ///
@@ -40,7 +40,7 @@ public final class Persister: Sendable {
         self.store = store
         self.name = name
         self.layout = layout
-        shared = try SharedState.acquire(store: store, name: name) { current.changeCount }
+        shared = try SharedState.shared(store: store, name: name) { current.changeCount }
     }
 
     // MARK: Reading
@@ -80,7 +80,7 @@ public final class Persister: Sendable {
     /// changes something drops them. Writes run one at a time, each seeing the last.
     @discardableResult
     public func write<T>(_ actionName: String? = nil, _ body: (inout PersistTransaction) throws -> T) throws -> T {
-        try shared.state.committing {
+        try shared.committing {
             try store.write { transaction in try applyWrite(actionName, body, to: &transaction) }
         }
     }
@@ -102,7 +102,7 @@ public final class Persister: Sendable {
     /// opened on the same store and name in this process), in commit order, from now on. Each is
     /// delivered after it is durable. The stream ends when the last such persister is released.
     public func changes() -> AsyncStream<PersistChange> {
-        shared.state.changes()
+        shared.changes()
     }
 
     /// The history's position as committed.

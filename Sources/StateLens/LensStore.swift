@@ -63,7 +63,7 @@ public final class LensStore<Root: Codable & Sendable & Equatable>: Sendable {
         self.defaultValue = defaultValue
         self.configuration = configuration
         let decode = LensStore.decoder(configuration.migrate)
-        core = try CoreRegistry.core(store: store, name: name) {
+        core = try SharedObjects.object(for: LensCore<Root>.key(store: store, name: name)) {
             LensCore(store: store, name: name, keys: keys, initial: try LensCore<Root>.load(store: store, keys: keys, decode: decode))
         }
     }

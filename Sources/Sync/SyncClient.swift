@@ -25,7 +25,7 @@ public final class SyncClient: Sendable {
 
     /// A client over any transport: the seam tests use to lose responses.
     init(local: Store, clientID: String, configuration: SyncConfiguration, transport: any SyncTransport) throws {
-        engine = try SharedClients.engine(store: local, clientID: clientID) {
+        engine = try SharedObjects.object(for: ClientEngine.key(store: local, clientID: clientID)) {
             try ClientEngine(store: local, clientID: clientID, configuration: configuration, transport: transport)
         }
         background = configuration.syncsAutomatically ? Background(engine: engine) : nil
@@ -82,29 +82,6 @@ public final class SyncClient: Sendable {
     public func resolve(_ conflict: SyncConflict, keepingLocal: Bool) async throws {
         try await engine.resolve(conflict, keepingLocal: keepingLocal)
         if keepingLocal { background?.wake() }
-    }
-}
-
-/// The client engines of this process, one per store and client ID.
-enum SharedClients {
-    private struct Key: Hashable {
-        let store: ObjectIdentifier
-        let clientID: String
-    }
-    private struct Entry {
-        weak var engine: ClientEngine?
-    }
-    private static let table = Mutex<[Key: Entry]>([:])
-
-    static func engine(store: Store, clientID: String, make: () throws -> ClientEngine) throws -> ClientEngine {
-        try table.withLock { table in
-            let key = Key(store: ObjectIdentifier(store), clientID: clientID)
-            if let engine = table[key]?.engine { return engine }
-            let engine = try make()
-            table = table.filter { $0.value.engine != nil }
-            table[key] = Entry(engine: engine)
-            return engine
-        }
     }
 }
 

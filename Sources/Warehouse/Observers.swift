@@ -1,3 +1,4 @@
+import ContentStore
 import Foundation
 import Synchronization
 
@@ -35,13 +36,9 @@ final class Notifier: Sendable {
         let identity: ObjectIdentifier
     }
 
-    private struct Streams {
-        var next = 0
-        var continuations: [Int: AsyncStream<ProjectStorageEvent>.Continuation] = [:]
-    }
-
     private let observers = Mutex<[WeakObserver]>([])
-    private let streams = Mutex(Streams())
+    /// Unbounded: a stream's reader sees every event.
+    private let streams = Broadcast<ProjectStorageEvent>()
 
     func add(_ observer: any ProjectStorageObserver) {
         let identity = ObjectIdentifier(observer)
@@ -60,23 +57,13 @@ final class Notifier: Sendable {
     }
 
     func makeStream() -> AsyncStream<ProjectStorageEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(of: ProjectStorageEvent.self, bufferingPolicy: .unbounded)
-        let token = streams.withLock { streams in
-            defer { streams.next += 1 }
-            streams.continuations[streams.next] = continuation
-            return streams.next
-        }
-        continuation.onTermination = { [weak self] _ in
-            self?.streams.withLock { _ = $0.continuations.removeValue(forKey: token) }
-        }
-        return stream
+        streams.subscribe()
     }
 
-    /// Feeds `event` to every live stream, then calls every live observer, outside the locks (an
+    /// Feeds `event` to every live stream, then calls every live observer, outside the lock (an
     /// observer may call back into the storage).
     func post(_ event: ProjectStorageEvent, from storage: ProjectStorage) {
-        let continuations = streams.withLock { Array($0.continuations.values) }
-        for continuation in continuations { continuation.yield(event) }
+        streams.send(event)
         let live = observers.withLock { list in
             list.removeAll { $0.observer == nil }
             return list.compactMap(\.observer)
@@ -94,10 +81,6 @@ final class Notifier: Sendable {
 
     /// Ends every stream.
     func finish() {
-        let continuations = streams.withLock { streams in
-            defer { streams.continuations.removeAll() }
-            return Array(streams.continuations.values)
-        }
-        for continuation in continuations { continuation.finish() }
+        streams.finish()
     }
 }

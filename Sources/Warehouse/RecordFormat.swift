@@ -61,18 +61,19 @@ struct ProjectRecord: Hashable, Sendable {
     var record: Record {
         var writer = ByteWriter(capacity: 40 + bundleID.utf8.count + 16 * stepIDs.count)
         writeFields(to: &writer)
-        writer.varint(UInt64(stepIDs.count))
+        writer.appendVarint(UInt64(stepIDs.count))
         writer.uuids(stepIDs)
         return Record(value: writer.data, references: references)
     }
 
     /// Decodes a project record; with `includingSteps: false` the step IDs are left empty and not read.
     init(_ record: Record, includingSteps: Bool = true) throws {
-        var reader = ByteReader(record.value)
-        try self.init(fields: &reader, references: record.references)
-        guard includingSteps else { return }
-        stepIDs = try reader.uuids(count: try reader.count(elementSize: 16))
-        try reader.end()
+        self = try RecordFormat.decode(record, toEnd: includingSteps) { reader in
+            var project = try ProjectRecord(fields: &reader, references: record.references)
+            guard includingSteps else { return project }
+            project.stepIDs = try reader.uuids(count: try reader.count(elementSize: 16))
+            return project
+        }
     }
 
     /// Reads every field up to the step list (and leaves `stepIDs` empty).
@@ -80,8 +81,8 @@ struct ProjectRecord: Hashable, Sendable {
         try reader.header(.project)
         creationDate = try reader.date()
         modificationDate = try reader.date()
-        stepCursor = Int(clamping: try reader.varint())
-        let flags = try reader.byte()
+        stepCursor = Int(clamping: try reader.readVarint())
+        let flags = try reader.read(UInt8.self)
         bundleID = try reader.string()
         let hasUserData = flags & RecordFormat.hasUserData != 0
         guard references.count == (hasUserData ? 1 : 0) else {
@@ -96,8 +97,8 @@ struct ProjectRecord: Hashable, Sendable {
         writer.header(.project)
         writer.date(creationDate)
         writer.date(modificationDate)
-        writer.varint(UInt64(stepCursor))
-        writer.byte(userData == nil ? 0 : RecordFormat.hasUserData)
+        writer.appendVarint(UInt64(stepCursor))
+        writer.append(userData == nil ? 0 : RecordFormat.hasUserData)
         writer.string(bundleID)
     }
 
@@ -120,21 +121,21 @@ struct ProjectRecordKeepingSteps {
     var fields: ProjectRecord
     /// How many step IDs the stored list holds.
     let stepCount: Int
-    private let stepList: ArraySlice<UInt8>
+    private let stepList: [UInt8]
 
     init(_ record: Record) throws {
-        var reader = ByteReader(record.value)
-        fields = try ProjectRecord(fields: &reader, references: record.references)
-        stepCount = try reader.count(elementSize: 16)
-        stepList = try reader.raw(count: 16 * stepCount)
-        try reader.end()
+        (fields, stepCount, stepList) = try RecordFormat.decode(record) { reader in
+            let fields = try ProjectRecord(fields: &reader, references: record.references)
+            let stepCount = try reader.count(elementSize: 16)
+            return (fields, stepCount, Array(try reader.readBytes(16 * stepCount)))
+        }
     }
 
     var record: Record {
         var writer = ByteWriter(capacity: 40 + fields.bundleID.utf8.count + stepList.count)
         fields.writeFields(to: &writer)
-        writer.varint(UInt64(stepCount))
-        writer.raw(stepList)
+        writer.appendVarint(UInt64(stepCount))
+        writer.append(contentsOf: stepList)
         return Record(value: writer.data, references: fields.references)
     }
 }
@@ -151,7 +152,7 @@ struct AssetTable: Hashable, Sendable {
 
     func write(to writer: inout ByteWriter, references: inout [Digest]) {
         let names = sortedNames
-        writer.varint(UInt64(names.count))
+        writer.appendVarint(UInt64(names.count))
         for name in names {
             writer.string(name)
             references.append(digests[name]!)
@@ -193,7 +194,7 @@ struct StepRecord: Hashable, Sendable {
         var references: [Digest] = []
         references.reserveCapacity(assets.digests.count + 1)
         writer.header(.step)
-        writer.byte(userData == nil ? 0 : RecordFormat.hasUserData)
+        writer.append(userData == nil ? 0 : RecordFormat.hasUserData)
         if let userData { references.append(userData) }
         assets.write(to: &writer, references: &references)
         return Record(value: writer.data, references: references)
@@ -205,13 +206,13 @@ struct StepRecord: Hashable, Sendable {
     }
 
     init(_ record: Record) throws {
-        var reader = ByteReader(record.value)
-        try reader.header(.step)
-        let hasUserData = try reader.byte() & RecordFormat.hasUserData != 0
-        guard !hasUserData || !record.references.isEmpty else { throw RecordFormat.corrupted("a step record lacks its user data reference") }
-        userData = hasUserData ? record.references[0] : nil
-        assets = try AssetTable.read(from: &reader, references: record.references.dropFirst(hasUserData ? 1 : 0))
-        try reader.end()
+        self = try RecordFormat.decode(record) { reader in
+            try reader.header(.step)
+            let hasUserData = try reader.read(UInt8.self) & RecordFormat.hasUserData != 0
+            guard !hasUserData || !record.references.isEmpty else { throw RecordFormat.corrupted("a step record lacks its user data reference") }
+            return StepRecord(userData: hasUserData ? record.references[0] : nil,
+                              assets: try AssetTable.read(from: &reader, references: record.references.dropFirst(hasUserData ? 1 : 0)))
+        }
     }
 }
 
@@ -236,129 +237,80 @@ struct ProjectAssetsRecord: Hashable, Sendable {
     }
 
     init(_ record: Record) throws {
-        var reader = ByteReader(record.value)
-        try reader.header(.assets)
-        assets = try AssetTable.read(from: &reader, references: record.references[...])
-        try reader.end()
+        assets = try RecordFormat.decode(record) { reader in
+            try reader.header(.assets)
+            return try AssetTable.read(from: &reader, references: record.references[...])
+        }
     }
 }
 
 // MARK: - Bytes
 
-struct ByteWriter {
-    private(set) var bytes: [UInt8] = []
+// The record fields on the engine's byte coding (`ByteWriter`, `ByteReader`): integers are its
+// LEB128 varints, dates and UUIDs fixed-width.
 
-    init(capacity: Int) {
-        bytes.reserveCapacity(capacity)
-    }
-
-    var data: Data { Data(bytes) }
-
-    mutating func byte(_ value: UInt8) { bytes.append(value) }
-
-    mutating func raw(_ values: ArraySlice<UInt8>) { bytes.append(contentsOf: values) }
-
-    mutating func header(_ kind: RecordFormat.Kind) {
-        bytes.append(RecordFormat.version)
-        bytes.append(kind.rawValue)
-    }
-
-    mutating func varint(_ value: UInt64) {
-        var value = value
-        while value >= 0x80 {
-            bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
-            value >>= 7
-        }
-        bytes.append(UInt8(value))
-    }
-
-    mutating func date(_ date: Date) {
-        let bits = date.timeIntervalSinceReferenceDate.bitPattern
-        for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
-    }
-
-    mutating func string(_ string: String) {
-        varint(UInt64(string.utf8.count))
-        bytes.append(contentsOf: string.utf8)
-    }
-
-    /// The IDs' 16 bytes each, back to back: a project's step list, written on every update.
-    mutating func uuids(_ ids: [UUID]) {
-        let start = bytes.count
-        bytes.append(contentsOf: repeatElement(0, count: 16 * ids.count))
-        bytes.withUnsafeMutableBytes { buffer in
-            for (index, id) in ids.enumerated() {
-                buffer.storeBytes(of: id.uuid, toByteOffset: start + 16 * index, as: uuid_t.self)
+extension RecordFormat {
+    /// Decodes `record`'s value with `body`, which must read all of it unless `toEnd` is false; a
+    /// value too short for what it declares, or a varint past 64 bits, is `corrupted`.
+    static func decode<T>(_ record: Record, toEnd: Bool = true, _ body: (inout ByteReader) throws -> T) throws -> T {
+        try record.value.withUnsafeBytes { raw in
+            var reader = ByteReader(raw)
+            do {
+                let value = try body(&reader)
+                guard !toEnd || reader.isAtEnd else { throw corrupted("\(reader.remaining) trailing bytes") }
+                return value
+            } catch is ByteReader.OutOfBounds {
+                throw corrupted("truncated")
+            } catch is ByteReader.VarintOverflow {
+                throw corrupted("a varint overflows")
             }
         }
     }
 }
 
-struct ByteReader {
-    private let bytes: [UInt8]
-    private var position = 0
+extension ByteWriter {
+    var data: Data { Data(bytes) }
 
-    init(_ data: Data) {
-        bytes = [UInt8](data)
+    mutating func header(_ kind: RecordFormat.Kind) {
+        append(RecordFormat.version)
+        append(kind.rawValue)
     }
 
-    private var remaining: Int { bytes.count - position }
+    mutating func date(_ date: Date) { append(date.timeIntervalSinceReferenceDate.bitPattern) }
 
-    mutating func byte() throws -> UInt8 {
-        guard remaining >= 1 else { throw RecordFormat.corrupted("truncated") }
-        defer { position += 1 }
-        return bytes[position]
+    mutating func string(_ string: String) { appendVarintPrefixed(string.utf8) }
+
+    /// The IDs' 16 bytes each, back to back: a project's step list, written on every update.
+    mutating func uuids(_ ids: [UUID]) {
+        ids.withUnsafeBytes { append($0) }
     }
+}
 
+extension ByteReader {
     mutating func header(_ kind: RecordFormat.Kind) throws {
-        let version = try byte()
+        let version: UInt8 = try read()
         guard version == RecordFormat.version else {
             throw StoreError(code: .unsupportedFormat, message: "Warehouse record format version \(version) is not supported (this build reads \(RecordFormat.version))")
         }
-        let found = try byte()
+        let found: UInt8 = try read()
         guard found == kind.rawValue else {
             throw RecordFormat.corrupted("expected a record of kind \(kind), found kind byte \(found)")
         }
     }
 
-    mutating func varint() throws -> UInt64 {
-        var value: UInt64 = 0
-        var shift: UInt64 = 0
-        while true {
-            let next = try byte()
-            guard shift < 64, shift < 63 || next <= 1 else { throw RecordFormat.corrupted("a varint overflows") }
-            value |= UInt64(next & 0x7F) << shift
-            if next & 0x80 == 0 { return value }
-            shift += 7
-        }
-    }
-
-    /// The next `count` bytes as stored.
-    mutating func raw(count: Int) throws -> ArraySlice<UInt8> {
-        guard count <= remaining else { throw RecordFormat.corrupted("truncated") }
-        defer { position += count }
-        return bytes[position ..< position + count]
-    }
-
     /// A count of elements that must fit in what is left of the value.
     mutating func count(elementSize: Int) throws -> Int {
-        let count = try varint()
+        let count = try readVarint()
         guard count <= UInt64(remaining / elementSize) else { throw RecordFormat.corrupted("a count of \(count) exceeds the value") }
         return Int(count)
     }
 
     mutating func date() throws -> Date {
-        guard remaining >= 8 else { throw RecordFormat.corrupted("truncated date") }
-        var bits: UInt64 = 0
-        for index in 0 ..< 8 { bits |= UInt64(bytes[position + index]) << UInt64(8 * index) }
-        position += 8
-        return Date(timeIntervalSinceReferenceDate: Double(bitPattern: bits))
+        Date(timeIntervalSinceReferenceDate: Double(bitPattern: try read(UInt64.self)))
     }
 
     mutating func string() throws -> String {
-        let length = try count(elementSize: 1)
-        defer { position += length }
-        guard let string = String(validating: bytes[position ..< position + length], as: UTF8.self) else {
+        guard let string = String(validating: try readBytes(try count(elementSize: 1)), as: UTF8.self) else {
             throw RecordFormat.corrupted("a string is not valid UTF-8")
         }
         return string
@@ -367,15 +319,7 @@ struct ByteReader {
     /// `count` UUIDs of 16 bytes each, read in one pass: a project's step list, read by every fetch
     /// and update.
     mutating func uuids(count: Int) throws -> [UUID] {
-        guard count <= remaining / 16 else { throw RecordFormat.corrupted("truncated UUID") }
-        let start = position
-        position += 16 * count
-        return bytes.withUnsafeBytes { buffer in
-            (0 ..< count).map { UUID(uuid: buffer.loadUnaligned(fromByteOffset: start + 16 * $0, as: uuid_t.self)) }
-        }
-    }
-
-    func end() throws {
-        guard remaining == 0 else { throw RecordFormat.corrupted("\(remaining) trailing bytes") }
+        let raw = try readBytes(16 * count)
+        return (0 ..< count).map { UUID(uuid: raw.loadUnaligned(fromByteOffset: 16 * $0, as: uuid_t.self)) }
     }
 }

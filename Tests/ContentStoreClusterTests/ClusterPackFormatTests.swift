@@ -79,7 +79,7 @@ import Testing
         var pack = builder.finish()
         let start = pack.count - Format.trailerSize
         pack[start + 4] = 2
-        let crc = crc32c(pack[start..<start + Format.trailerCoveredSize])
+        let crc = CRC32C.checksum(pack[start..<start + Format.trailerCoveredSize])
         withUnsafeBytes(of: crc.littleEndian) { pack.replaceSubrange(start + 28..<start + 32, with: $0) }
         #expect(throws: StoreError(code: .unsupportedFormat, message: "")) { try Format.parseIndex(pack, objectKey: "k") }
     }

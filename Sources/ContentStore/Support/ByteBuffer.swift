@@ -1,3 +1,7 @@
+// Owns: the byte coding of every engine and facade format, so that one encoder and one
+// bounds-checked decoder serve them all. Two integer codings: fixed-width little-endian (the
+// engine's formats, Persist, Sync, StateLens, DataArchive) and unsigned LEB128 varints (Warehouse's
+// records, Docs/warehouse.md). A format picks one; neither may change, since stored bytes depend on it.
 import Foundation
 
 /// Little-endian encoder for the on-disk structures.
@@ -22,6 +26,23 @@ package struct ByteWriter {
     /// A `UInt32` length followed by the bytes.
     package mutating func appendLengthPrefixed(_ data: some Collection<UInt8>) {
         append(UInt32(data.count))
+        bytes.append(contentsOf: data)
+    }
+
+    /// `value` as an unsigned LEB128 varint: seven bits a byte, least significant group first, the
+    /// high bit set on every byte but the last (300 is `AC 02`); 1 to 10 bytes.
+    package mutating func appendVarint(_ value: UInt64) {
+        var value = value
+        while value >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        bytes.append(UInt8(value))
+    }
+
+    /// A varint length (``appendVarint(_:)``) followed by the bytes.
+    package mutating func appendVarintPrefixed(_ data: some Collection<UInt8>) {
+        appendVarint(UInt64(data.count))
         bytes.append(contentsOf: data)
     }
 }
@@ -65,5 +86,22 @@ package struct ByteReader {
         let length = Int(try read(UInt32.self))
         guard length <= limit else { throw OutOfBounds() }
         return try readBytes(length)
+    }
+
+    /// A varint that does not fit in 64 bits.
+    package struct VarintOverflow: Error { package init() {} }
+
+    /// Reads an unsigned LEB128 varint (``ByteWriter/appendVarint(_:)``). Throws `OutOfBounds` when
+    /// the input ends inside it and `VarintOverflow` when it exceeds `UInt64.max`.
+    package mutating func readVarint() throws -> UInt64 {
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            let next: UInt8 = try read()
+            guard shift < 63 || (shift == 63 && next <= 1) else { throw VarintOverflow() }
+            value |= UInt64(next & 0x7F) << shift
+            if next & 0x80 == 0 { return value }
+            shift += 7
+        }
     }
 }

@@ -1,13 +1,16 @@
 internal import CContentStoreSupport
+import Foundation
 
 /// CRC32C (Castagnoli), hardware-accelerated where the CPU allows. Checksums every WAL record,
-/// checkpoint frame and pack entry.
-enum CRC32C {
-    static func checksum(_ bytes: UnsafeRawBufferPointer, extending crc: UInt32 = 0) -> UInt32 {
+/// checkpoint frame and pack entry, and the cluster engine's pack objects.
+package enum CRC32C {
+    /// The CRC of `bytes`, continuing `crc` (the CRC of the bytes before them).
+    package static func checksum(_ bytes: UnsafeRawBufferPointer, extending crc: UInt32 = 0) -> UInt32 {
         cs_crc32c_extend(crc, bytes.baseAddress, bytes.count)
     }
 
-    static func checksum(_ bytes: [UInt8], extending crc: UInt32 = 0) -> UInt32 {
+    /// The CRC of `bytes`, continuing `crc`.
+    package static func checksum(_ bytes: some ContiguousBytes, extending crc: UInt32 = 0) -> UInt32 {
         bytes.withUnsafeBytes { checksum($0, extending: crc) }
     }
 

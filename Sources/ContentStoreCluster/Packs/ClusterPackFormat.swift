@@ -1,5 +1,5 @@
-import CContentStoreSupport
 import ContentStore
+import Foundation
 
 /// The bytes of a cluster pack object (Docs/cluster.md §2.2): the one place that writes or parses
 /// them. All integers little-endian.
@@ -50,51 +50,50 @@ enum ClusterPackFormat {
 
     /// Appends entries, then seals the pack with its index and trailer.
     struct Builder {
-        private(set) var bytes: [UInt8] = []
+        private var writer = ByteWriter()
         private(set) var index: [IndexRow] = []
+
+        /// The pack so far.
+        var bytes: [UInt8] { writer.bytes }
 
         /// Appends `entry`; returns its index row (its offset is what `blobs.pack_offset` stores).
         @discardableResult
         mutating func append(_ entry: Entry) -> IndexRow {
             precondition(entry.digest.count == digestSize, "a digest is \(digestSize) bytes")
             precondition(entry.stored.count <= Int(UInt32.max), "an entry's stored bytes fit a u32")
-            let row = IndexRow(digest: entry.digest, entryOffset: UInt64(bytes.count), logicalLength: entry.logicalLength,
+            let row = IndexRow(digest: entry.digest, entryOffset: UInt64(writer.count), logicalLength: entry.logicalLength,
                                storedLength: UInt32(entry.stored.count), codec: entry.codec)
-            bytes += entryMagic
-            bytes += [entry.codec.rawValue, 0, 0, 0]
-            bytes += entry.digest
-            append(entry.logicalLength)
-            append(UInt32(entry.stored.count))
-            append(crc32c(entry.stored))
-            bytes += entry.stored
+            writer.append(contentsOf: entryMagic)
+            writer.append(contentsOf: [entry.codec.rawValue, 0, 0, 0])
+            writer.append(contentsOf: entry.digest)
+            writer.append(entry.logicalLength)
+            writer.append(UInt32(entry.stored.count))
+            writer.append(CRC32C.checksum(entry.stored))
+            writer.append(contentsOf: entry.stored)
             index.append(row)
             return row
         }
 
         /// The finished pack object.
         mutating func finish() -> [UInt8] {
-            let indexOffset = UInt64(bytes.count)
+            let indexOffset = UInt64(writer.count)
             for row in index {
-                bytes += row.digest
-                append(row.entryOffset)
-                append(row.logicalLength)
-                append(row.storedLength)
-                bytes += [row.codec.rawValue, 0, 0, 0]
+                writer.append(contentsOf: row.digest)
+                writer.append(row.entryOffset)
+                writer.append(row.logicalLength)
+                writer.append(row.storedLength)
+                writer.append(contentsOf: [row.codec.rawValue, 0, 0, 0])
             }
-            let indexCRC = crc32c(bytes[Int(indexOffset)...])
-            let trailerStart = bytes.count
-            bytes += trailerMagic
-            append(version)
-            append(UInt32(index.count))
-            append(UInt32(0))
-            append(indexOffset)
-            append(indexCRC)
-            append(crc32c(bytes[trailerStart...]))
-            return bytes
-        }
-
-        private mutating func append<T: FixedWidthInteger>(_ value: T) {
-            withUnsafeBytes(of: value.littleEndian) { bytes += $0 }
+            let indexCRC = CRC32C.checksum(writer.bytes[Int(indexOffset)...])
+            let trailerStart = writer.count
+            writer.append(contentsOf: trailerMagic)
+            writer.append(version)
+            writer.append(UInt32(index.count))
+            writer.append(UInt32(0))
+            writer.append(indexOffset)
+            writer.append(indexCRC)
+            writer.append(CRC32C.checksum(writer.bytes[trailerStart...]))
+            return writer.bytes
         }
     }
 
@@ -120,7 +119,7 @@ enum ClusterPackFormat {
             throw damaged("entry of \(bytes.count) bytes, header says \(entryHeaderSize + Int(storedLength))", objectKey: objectKey, offset: offset)
         }
         let stored = Array(bytes[entryHeaderSize...])
-        guard crc32c(stored[...]) == crc else {
+        guard CRC32C.checksum(stored[...]) == crc else {
             throw damaged("entry checksum mismatch", objectKey: objectKey, offset: offset)
         }
         return Entry(digest: digest, codec: codec, logicalLength: logical, stored: stored)
@@ -137,7 +136,7 @@ enum ClusterPackFormat {
         guard Array(pack[start..<start + 4]) == trailerMagic else {
             throw damaged("no pack trailer", objectKey: objectKey, offset: trailerOffset)
         }
-        guard crc32c(pack[start..<start + trailerCoveredSize]) == read(UInt32.self, pack, at: start + trailerCoveredSize) else {
+        guard CRC32C.checksum(pack[start..<start + trailerCoveredSize]) == read(UInt32.self, pack, at: start + trailerCoveredSize) else {
             throw damaged("trailer checksum mismatch", objectKey: objectKey, offset: trailerOffset)
         }
         let packVersion = read(UInt32.self, pack, at: start + 4)
@@ -151,7 +150,7 @@ enum ClusterPackFormat {
             throw damaged("index of \(count) rows does not fit before the trailer", objectKey: objectKey, offset: trailerOffset)
         }
         let indexBytes = pack[Int(indexOffset)..<start]
-        guard crc32c(indexBytes) == read(UInt32.self, pack, at: start + 24) else {
+        guard CRC32C.checksum(indexBytes) == read(UInt32.self, pack, at: start + 24) else {
             throw damaged("index checksum mismatch", objectKey: objectKey, offset: indexOffset)
         }
         var rows: [IndexRow] = []
@@ -183,10 +182,3 @@ enum ClusterPackFormat {
         StoreError(code: .corrupted, message: "\(problem) in pack \(objectKey) at offset \(offset)", path: objectKey, offset: offset)
     }
 }
-
-/// CRC32C of `bytes`, through the engine's SSE4.2 implementation.
-func crc32c(_ bytes: ArraySlice<UInt8>) -> UInt32 {
-    bytes.withUnsafeBytes { cs_crc32c_extend(0, $0.baseAddress, $0.count) }
-}
-
-func crc32c(_ bytes: [UInt8]) -> UInt32 { crc32c(bytes[...]) }

@@ -39,12 +39,13 @@ final class ArchiveEngine: Sendable {
     }
 
     private let source: Mutex<Source>
-    private let registryPath: String?
+    /// The engine's key in `SharedObjects`; nil for an engine that is not shared.
+    private let registryKey: SharedObjects.Key?
 
-    private init(directory: URL, source: Source, registryPath: String?) {
+    private init(directory: URL, source: Source, registryKey: SharedObjects.Key?) {
         self.directory = directory
         self.source = Mutex(source)
-        self.registryPath = registryPath
+        self.registryKey = registryKey
         let cores = ProcessInfo.processInfo.activeProcessorCount
         let durability: Store.Durability
         switch source {
@@ -61,7 +62,7 @@ final class ArchiveEngine: Sendable {
 
     deinit {
         // The lease goes with the source: the store closes when no other facade uses it.
-        if let registryPath { EngineRegistry.remove(registryPath) }
+        if let registryKey { SharedObjects.release(registryKey) }
     }
 
     /// The store, opening it when this engine owns it and it is not open yet.
@@ -103,67 +104,25 @@ final class ArchiveEngine: Sendable {
     /// The engine for the store directory `directory`, shared by every archive created for it in
     /// this process (so two instances for one root share one store and one ordering).
     static func shared(forDirectory directory: URL) -> ArchiveEngine {
-        let path = directory.standardizedFileURL.path
-        let engine = EngineRegistry.engine(forPath: path, accept: { _ in true }) {
-            ArchiveEngine(directory: directory.standardizedFileURL, source: .owned(nil), registryPath: path)
+        let key = registryKey(directory)
+        return SharedObjects.object(for: key) {
+            ArchiveEngine(directory: directory.standardizedFileURL, source: .owned(nil), registryKey: key)
         }
-        return engine!
     }
 
     /// The engine for `store`, shared by every archive created for the same store object.
     static func shared(for store: Store) -> ArchiveEngine {
-        let path = store.directory.standardizedFileURL.path
-        let engine = EngineRegistry.engine(forPath: path, accept: { $0.isUsing(store) }) {
-            ArchiveEngine(directory: store.directory, source: .given(store), registryPath: path)
+        let key = registryKey(store.directory)
+        let engine = SharedObjects.object(for: key, accept: { $0.isUsing(store) }) {
+            ArchiveEngine(directory: store.directory, source: .given(store), registryKey: key)
         }
         // Another store object for the same directory (one that was closed, say): not shared.
-        return engine ?? ArchiveEngine(directory: store.directory, source: .given(store), registryPath: nil)
-    }
-}
-
-/// The live engines by store directory, held weakly.
-///
-/// An engine being deallocated may still hold its store's lock while it closes it; a new engine for
-/// the same directory waits for that to finish instead of failing to open with `locked`.
-enum EngineRegistry {
-    private struct Slot {
-        weak var engine: ArchiveEngine?
+        return engine ?? ArchiveEngine(directory: store.directory, source: .given(store), registryKey: nil)
     }
 
-    private static let slots = Mutex<[String: Slot]>([:])
-
-    /// The live engine for `path` if `accept` takes it; a new engine from `make` if there is none;
-    /// nil if there is one that `accept` refuses.
-    static func engine(forPath path: String, accept: (ArchiveEngine) -> Bool, make: () -> ArchiveEngine) -> ArchiveEngine? {
-        enum Outcome {
-            case existing(ArchiveEngine)
-            case created(ArchiveEngine)
-            case closing
-        }
-        while true {
-            // The strong reference to an existing engine leaves the lock with the outcome: were it
-            // the last one and dropped inside, the engine's deinit would take this lock again.
-            let outcome: Outcome = slots.withLock { slots in
-                if let slot = slots[path] {
-                    guard let engine = slot.engine else { return .closing }
-                    return .existing(engine)
-                }
-                let engine = make()
-                slots[path] = Slot(engine: engine)
-                return .created(engine)
-            }
-            switch outcome {
-            case .existing(let engine): return accept(engine) ? engine : nil
-            case .created(let engine): return engine
-            case .closing: usleep(500)
-            }
-        }
-    }
-
-    /// Forgets `path` once its engine is gone.
-    static func remove(_ path: String) {
-        slots.withLock { slots in
-            if let slot = slots[path], slot.engine == nil { slots[path] = nil }
-        }
+    /// Engines are shared by store directory. An engine going away may still hold its store's lock
+    /// while it closes it; `SharedObjects` makes a new engine for the directory wait for that.
+    private static func registryKey(_ directory: URL) -> SharedObjects.Key {
+        SharedObjects.Key(ArchiveEngine.self, name: directory.standardizedFileURL.path)
     }
 }

@@ -88,28 +88,29 @@ struct VersionList: Hashable, Sendable {
     var archiveCount: Int { versions.count - 1 }
 
     init(record: Record, key: String) throws {
-        let bytes = [UInt8](record.value)
         func damaged(_ reason: String) -> StoreError {
             StoreError(code: .corrupted, message: "the DataArchive record for key \"\(KeyCoding.abbreviated(key))\" is damaged: \(reason)")
         }
-        guard let format = bytes.first else { throw damaged("its value is empty") }
+        guard let format = record.value.first else { throw damaged("its value is empty") }
         guard format == VersionList.format else {
             throw StoreError(
                 code: .unsupportedFormat,
                 message: "the DataArchive record for key \"\(KeyCoding.abbreviated(key))\" has format \(format); this build reads format \(VersionList.format)")
         }
-        var archives: UInt64 = 0
-        var shift: UInt64 = 0
-        var index = 1
-        while true {
-            guard index < bytes.count, shift < 64 else { throw damaged("its archive count is truncated") }
-            let byte = bytes[index]
-            archives |= UInt64(byte & 0x7F) << shift
-            index += 1
-            if byte & 0x80 == 0 { break }
-            shift += 7
+        // The archive count in the engine's varint coding (ByteReader.readVarint).
+        let (archives, trailing): (UInt64, Int)
+        do {
+            (archives, trailing) = try record.value.withUnsafeBytes { raw in
+                var reader = ByteReader(raw)
+                _ = try reader.read(UInt8.self)
+                return (try reader.readVarint(), reader.remaining)
+            }
+        } catch is ByteReader.VarintOverflow {
+            throw damaged("its archive count overflows")
+        } catch {
+            throw damaged("its archive count is truncated")
         }
-        guard index == bytes.count else { throw damaged("its value has \(bytes.count - index) trailing bytes") }
+        guard trailing == 0 else { throw damaged("its value has \(trailing) trailing bytes") }
         guard archives < UInt64(Int.max), record.references.count == Int(archives) + 1 else {
             throw damaged("it counts \(archives) archives but references \(record.references.count) versions")
         }
@@ -117,13 +118,9 @@ struct VersionList: Hashable, Sendable {
     }
 
     var record: Record {
-        var value: [UInt8] = [VersionList.format]
-        var archives = UInt64(archiveCount)
-        repeat {
-            let low = UInt8(archives & 0x7F)
-            archives >>= 7
-            value.append(archives == 0 ? low : low | 0x80)
-        } while archives != 0
-        return Record(value: Data(value), references: versions)
+        var writer = ByteWriter(capacity: 4)
+        writer.append(VersionList.format)
+        writer.appendVarint(UInt64(archiveCount))
+        return Record(value: Data(writer.bytes), references: versions)
     }
 }

@@ -3,7 +3,7 @@
 // Every write, undo and redo commits a head whose change count is one more than the last one's
 // (the store runs transactions one at a time), so in one process the committed changes of a
 // store and name are numbered 1, 2, 3, ... All persisters opened on one `Store` object and name
-// share one `SharedState`, so a change is delivered once its predecessors have been; a writer
+// share one `SharedState` (ContentStore's `SharedObjects`), so a change is delivered once its predecessors have been; a writer
 // whose commit failed leaves no gap, because the next commit takes the same number. Should a
 // number never come (another instance of a cluster store took it), whatever is held back is
 // delivered as soon as no write of this process is in flight.
@@ -13,31 +13,40 @@ import Synchronization
 
 final class SharedState: Sendable {
     private struct State {
-        var observers: [UInt64: AsyncStream<PersistChange>.Continuation] = [:]
-        var nextObserver: UInt64 = 0
         var inFlight = 0
         var delivered: UInt64
         var held: [UInt64: PersistChange] = [:]
     }
 
     private let state: Mutex<State>
+    /// Every change, to every stream: unbounded, so no reader misses one.
+    private let changeStreams = Broadcast<PersistChange>()
+    /// Held so that its `ObjectIdentifier`, in ``key``, is not reused while this state lives.
+    private let store: Store
+    private let key: SharedObjects.Key
 
-    private init(delivered: UInt64) {
+    private init(store: Store, key: SharedObjects.Key, delivered: UInt64) {
+        self.store = store
+        self.key = key
         state = Mutex(State(delivered: delivered))
+    }
+
+    /// Ends every stream and frees the registry's slot: the last persister using this state is gone.
+    deinit {
+        changeStreams.finish()
+        SharedObjects.release(key)
+    }
+
+    /// The state shared by every persister on `store` named `name`; `delivered` reads the change
+    /// count committed so far, for the first of them.
+    static func shared(store: Store, name: String, delivered: () throws -> UInt64) throws -> SharedState {
+        let key = SharedObjects.Key(SharedState.self, store: store, name: name)
+        return try SharedObjects.object(for: key) { SharedState(store: store, key: key, delivered: try delivered()) }
     }
 
     /// A new stream of this persister's changes, from now on.
     func changes() -> AsyncStream<PersistChange> {
-        let (stream, continuation) = AsyncStream.makeStream(of: PersistChange.self, bufferingPolicy: .unbounded)
-        let id = state.withLock { state in
-            defer { state.nextObserver += 1 }
-            state.observers[state.nextObserver] = continuation
-            return state.nextObserver
-        }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.observers.removeValue(forKey: id) }
-        }
-        return stream
+        changeStreams.subscribe()
     }
 
     /// What a write, undo or redo returns from its store transaction: its result, and the change
@@ -89,78 +98,14 @@ final class SharedState: Sendable {
             if let change { state.held[change.number] = change.change }
             while let next = state.held.removeValue(forKey: state.delivered + 1) {
                 state.delivered += 1
-                for observer in state.observers.values { observer.yield(next) }
+                changeStreams.send(next)
             }
             guard state.inFlight == 0, !state.held.isEmpty else { return }
             for number in state.held.keys.sorted() {
-                for observer in state.observers.values { observer.yield(state.held[number]!) }
+                changeStreams.send(state.held[number]!)
                 state.delivered = number
             }
             state.held = [:]
-        }
-    }
-
-    /// Ends every stream: the last persister using this state is gone.
-    private func finishObservers() {
-        let observers = state.withLock { state in
-            defer { state.observers = [:] }
-            return state.observers.values
-        }
-        for observer in observers { observer.finish() }
-    }
-
-    // MARK: The registry
-
-    fileprivate struct Key: Hashable {
-        let store: ObjectIdentifier
-        let name: String
-    }
-
-    private struct Entry {
-        let state: SharedState
-        var users: Int
-    }
-
-    private static let registry = Mutex<[Key: Entry]>([:])
-
-    /// A persister's use of the shared state; the entry goes when the last lease does. A lease
-    /// holds its store, so the store's `ObjectIdentifier` is not reused while the entry exists.
-    final class Lease: Sendable {
-        let state: SharedState
-        private let key: Key
-        private let store: Store
-
-        fileprivate init(state: SharedState, key: Key, store: Store) {
-            self.state = state
-            self.key = key
-            self.store = store
-        }
-
-        deinit { SharedState.release(key) }
-    }
-
-    /// The state shared by every persister on `store` named `name`; `delivered` reads the change
-    /// count committed so far, for the first of them.
-    static func acquire(store: Store, name: String, delivered: () throws -> UInt64) throws -> Lease {
-        let key = Key(store: ObjectIdentifier(store), name: name)
-        return try registry.withLock { registry in
-            if var entry = registry[key] {
-                entry.users += 1
-                registry[key] = entry
-                return Lease(state: entry.state, key: key, store: store)
-            }
-            let state = SharedState(delivered: try delivered())
-            registry[key] = Entry(state: state, users: 1)
-            return Lease(state: state, key: key, store: store)
-        }
-    }
-
-    private static func release(_ key: Key) {
-        registry.withLock { registry in
-            guard var entry = registry[key] else { return }
-            entry.users -= 1
-            registry[key] = entry.users > 0 ? entry : nil
-            if entry.users == 0 { entry.state.finishObservers() }
         }
     }
 }

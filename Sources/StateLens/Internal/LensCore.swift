@@ -3,7 +3,7 @@ import Foundation
 import Synchronization
 
 // The shared state of one name on one store: every LensStore opened on that pair in this process
-// uses the same core (CoreRegistry), so they see one value and notify each other's lenses.
+// uses the same core (ContentStore's `SharedObjects`), so they see one value and notify each other's lenses.
 //
 // Invariants owned here:
 // - `current` is a committed, durable version: it is replaced only after the store's `write` that
@@ -70,7 +70,12 @@ final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
             return publication.observers.values
         }
         for observer in observers { observer.finish() }
-        CoreRegistry.remove(store: store, name: name)
+        SharedObjects.release(Self.key(store: store, name: name))
+    }
+
+    /// The core's key in `SharedObjects`: one core per store, name and root type.
+    static func key(store: Store, name: String) -> SharedObjects.Key {
+        SharedObjects.Key(LensCore<Root>.self, store: store, name: name)
     }
 
     /// The latest published version: a pointer read under a lock no writer holds during I/O.

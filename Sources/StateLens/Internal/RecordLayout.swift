@@ -58,27 +58,29 @@ struct VersionRecord: Hashable, Sendable {
     }
 
     init(_ record: Record, key: String) throws {
-        let bytes = [UInt8](record.value)
         func damaged(_ what: String) -> StoreError {
             StoreError(code: .corrupted, message: "StateLens record \"\(key)\" is damaged: \(what)")
         }
-        guard bytes.count >= VersionRecord.headerSize else { throw damaged("its value is \(bytes.count) bytes, shorter than the header") }
-        guard bytes[0] == VersionRecord.format else {
-            throw StoreError(code: .unsupportedFormat, message: "StateLens record \"\(key)\" has format \(bytes[0]); this build reads format \(VersionRecord.format)")
+        guard record.value.count >= VersionRecord.headerSize else {
+            throw damaged("its value is \(record.value.count) bytes, shorter than the header")
         }
-        let flags = bytes[1]
-        func word(at offset: Int) -> UInt64 {
-            (0 ..< 8).reduce(0) { $0 | UInt64(bytes[offset + $1]) << (8 * UInt64($1)) }
+        // The header's size is checked: these reads stay inside the value.
+        let (format, flags, sequence, dateBits, rest) = try record.value.withUnsafeBytes { raw in
+            var reader = ByteReader(raw)
+            return (try reader.read(UInt8.self), try reader.read(UInt8.self), try reader.read(UInt64.self), try reader.read(UInt64.self),
+                    Array(try reader.readBytes(reader.remaining)))
         }
-        sequence = word(at: 2)
-        date = Date(timeIntervalSinceReferenceDate: Double(bitPattern: word(at: 10)))
+        guard format == VersionRecord.format else {
+            throw StoreError(code: .unsupportedFormat, message: "StateLens record \"\(key)\" has format \(format); this build reads format \(VersionRecord.format)")
+        }
+        self.sequence = sequence
+        date = Date(timeIntervalSinceReferenceDate: Double(bitPattern: dateBits))
         parts = record.references
         if flags & VersionRecord.holdsValue != 0 {
-            let template = Array(bytes[VersionRecord.headerSize...])
-            guard Set(try PartFormat.references(in: template)).isSubset(of: Set(parts)) else {
+            guard Set(try PartFormat.references(in: rest)).isSubset(of: Set(parts)) else {
                 throw damaged("its template refers to parts the record does not reference")
             }
-            self.template = template
+            template = rest
         } else {
             guard parts.isEmpty else { throw damaged("a version without a value references \(parts.count) parts") }
             template = nil
@@ -86,13 +88,13 @@ struct VersionRecord: Hashable, Sendable {
     }
 
     var record: Record {
-        var bytes: [UInt8] = [VersionRecord.format, template == nil ? 0 : VersionRecord.holdsValue]
-        bytes.reserveCapacity(VersionRecord.headerSize + (template?.count ?? 0))
-        for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: sequence >> UInt64(shift))) }
-        let bits = date.timeIntervalSinceReferenceDate.bitPattern
-        for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
-        if let template { bytes.append(contentsOf: template) }
-        return Record(value: Data(bytes), references: parts)
+        var writer = ByteWriter(capacity: VersionRecord.headerSize + (template?.count ?? 0))
+        writer.append(VersionRecord.format)
+        writer.append(template == nil ? 0 : VersionRecord.holdsValue)
+        writer.append(sequence)
+        writer.append(date.timeIntervalSinceReferenceDate.bitPattern)
+        if let template { writer.append(contentsOf: template) }
+        return Record(value: Data(writer.bytes), references: parts)
     }
 
     /// The canonical JSON of this version's value, nil after `reset`; parts are read from `snapshot`.

@@ -15,7 +15,8 @@ final class ClientEngine: Sendable {
     let keys: Keys.Client
     let configuration: SyncConfiguration
     let transport: any SyncTransport
-    let events = Broadcast<SyncEvent>()
+    /// Newest kept: a reader that falls 1,024 events behind skips the oldest, never blocks a sync.
+    let events = Broadcast<SyncEvent>(bufferingPolicy: .bufferingNewest(1024))
     let runs = SyncRuns()
     /// nil until the first exchange; then whether the last one reached the server.
     let isOnline = Mutex<Bool?>(nil)
@@ -27,6 +28,13 @@ final class ClientEngine: Sendable {
         self.keys = Keys.Client(clientID)
         self.configuration = configuration
         self.transport = transport
+    }
+
+    deinit { SharedObjects.release(Self.key(store: store, clientID: clientID)) }
+
+    /// The engine's key in `SharedObjects`: one engine per store and client ID in the process.
+    static func key(store: Store, clientID: String) -> SharedObjects.Key {
+        SharedObjects.Key(ClientEngine.self, store: store, name: clientID)
     }
 
     // MARK: Local changes

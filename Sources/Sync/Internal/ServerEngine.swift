@@ -14,7 +14,7 @@ final class ServerEngine: Sendable {
     let store: Store
     let configuration: SyncServerConfiguration
     /// New sequences, for the live announcements.
-    let announcements = Broadcast<UInt64>()
+    let announcements = Broadcast<UInt64>(bufferingPolicy: .bufferingNewest(1024))
     private let uploads = Atomic<Int>(0)
 
     init(store: Store, configuration: SyncServerConfiguration) {

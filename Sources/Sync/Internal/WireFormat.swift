@@ -127,36 +127,43 @@ enum BlobFrames {
     private static let digestLength = 64
 
     static func append(_ digest: Digest, _ data: Data?, to buffer: inout Data) {
-        buffer.append(contentsOf: digest.hex.utf8)
-        withUnsafeBytes(of: (data.map { UInt64($0.count) } ?? absent).littleEndian) { buffer.append(contentsOf: $0) }
+        var header = ByteWriter(capacity: digestLength + 8)
+        header.append(contentsOf: digest.hex.utf8)
+        header.append(data.map { UInt64($0.count) } ?? absent)
+        buffer.append(contentsOf: header.bytes)
         if let data { buffer.append(data) }
     }
 
     /// The frames of `data`; throws a message naming the offset when the framing is broken.
     static func parse(_ data: Data) throws(FramingError) -> [Frame] {
-        let bytes = [UInt8](data)
-        var frames: [Frame] = []
-        var offset = 0
-        while offset < bytes.count {
-            let header = digestLength + 8
-            guard bytes.count - offset >= header else { throw FramingError(offset: offset, "a frame header is cut short") }
-            guard let digest = Digest(hex: String(decoding: bytes[offset ..< offset + digestLength], as: UTF8.self)) else {
-                throw FramingError(offset: offset, "a frame does not start with a SHA-256 digest in hex")
+        let parsed = data.withUnsafeBytes { raw -> Result<[Frame], FramingError> in
+            var reader = ByteReader(raw)
+            var frames: [Frame] = []
+            while !reader.isAtEnd {
+                switch frame(&reader) {
+                case .success(let frame): frames.append(frame)
+                case .failure(let error): return .failure(error)
+                }
             }
-            var length: UInt64 = 0
-            for index in 0 ..< 8 { length |= UInt64(bytes[offset + digestLength + index]) << (8 * index) }
-            offset += header
-            if length == absent {
-                frames.append(Frame(digest: digest, data: nil))
-                continue
-            }
-            guard length <= UInt64(bytes.count - offset) else {
-                throw FramingError(offset: offset, "blob \(digest) claims \(length) bytes; \(bytes.count - offset) follow")
-            }
-            frames.append(Frame(digest: digest, data: Data(bytes[offset ..< offset + Int(length)])))
-            offset += Int(length)
+            return .success(frames)
         }
-        return frames
+        return try parsed.get()
+    }
+
+    /// The frame at the reader's position.
+    private static func frame(_ reader: inout ByteReader) -> Result<Frame, FramingError> {
+        let start = reader.position
+        guard let hex = try? reader.readBytes(digestLength), let length = try? reader.read(UInt64.self) else {
+            return .failure(FramingError(offset: start, "a frame header is cut short"))
+        }
+        guard let digest = Digest(hex: String(decoding: hex, as: UTF8.self)) else {
+            return .failure(FramingError(offset: start, "a frame does not start with a SHA-256 digest in hex"))
+        }
+        guard length != absent else { return .success(Frame(digest: digest, data: nil)) }
+        guard length <= UInt64(reader.remaining), let bytes = try? reader.readBytes(Int(length)) else {
+            return .failure(FramingError(offset: reader.position, "blob \(digest) claims \(length) bytes; \(reader.remaining) follow"))
+        }
+        return .success(Frame(digest: digest, data: Data(bytes)))
     }
 
     struct FramingError: Error, Sendable, CustomStringConvertible {

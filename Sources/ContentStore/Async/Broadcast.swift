@@ -1,0 +1,55 @@
+// Owns: every value sent reaches every stream subscribed at that moment, in the order sent.
+//
+// Values are yielded under the lock, so two senders' values reach all streams in one order: a
+// facade that sends in commit order delivers in commit order. A stream's buffering policy is the
+// broadcast's (unbounded where a reader must see every change, newest-kept where a slow reader may
+// skip), so a slow reader never blocks a sender.
+import Synchronization
+
+/// A fan-out of values to `AsyncStream`s: the change streams of the facades.
+package final class Broadcast<Value: Sendable>: Sendable {
+    private struct State {
+        var next = 0
+        var subscribers: [Int: AsyncStream<Value>.Continuation] = [:]
+    }
+
+    private let state = Mutex(State())
+    private let bufferingPolicy: AsyncStream<Value>.Continuation.BufferingPolicy
+
+    /// A broadcast whose streams buffer what their reader has not taken yet by `bufferingPolicy`.
+    package init(bufferingPolicy: AsyncStream<Value>.Continuation.BufferingPolicy = .unbounded) {
+        self.bufferingPolicy = bufferingPolicy
+    }
+
+    /// A new stream of the values sent from now on; it ends when ``finish()`` is called or its
+    /// reader goes away.
+    package func subscribe() -> AsyncStream<Value> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Value.self, bufferingPolicy: bufferingPolicy)
+        let id = state.withLock { state in
+            defer { state.next += 1 }
+            state.subscribers[state.next] = continuation
+            return state.next
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Hands `value` to every current stream.
+    package func send(_ value: Value) {
+        state.withLock { state in
+            for subscriber in state.subscribers.values { subscriber.yield(value) }
+        }
+    }
+
+    /// Ends the streams subscribed so far; later subscribers get new streams.
+    package func finish() {
+        // Finished outside the lock: finishing runs `onTermination`, which takes it.
+        let subscribers = state.withLock { state in
+            defer { state.subscribers = [:] }
+            return Array(state.subscribers.values)
+        }
+        for subscriber in subscribers { subscriber.finish() }
+    }
+}

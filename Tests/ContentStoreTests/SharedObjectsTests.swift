@@ -1,0 +1,125 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import ContentStore
+
+/// The one registry of the state facade objects share: one live object per key, made once, made
+/// anew only after the last one has finished going away.
+@Suite struct SharedObjectsTests {
+    /// A shared object that counts itself and can take its time going away.
+    final class Probe: Sendable {
+        let key: SharedObjects.Key
+        private let onDeinit: @Sendable () -> Void
+
+        init(key: SharedObjects.Key, onDeinit: @escaping @Sendable () -> Void = {}) {
+            self.key = key
+            self.onDeinit = onDeinit
+        }
+
+        deinit {
+            onDeinit()
+            SharedObjects.release(key)
+        }
+    }
+
+    final class OtherProbe: Sendable {
+        let key: SharedObjects.Key
+        init(key: SharedObjects.Key) { self.key = key }
+        deinit { SharedObjects.release(key) }
+    }
+
+    /// A name no other test uses: the registry is the process's.
+    static func uniqueName() -> String { "shared-objects-test/" + UUID().uuidString }
+
+    @Test func oneKeyOneObjectMadeOnce() {
+        let key = SharedObjects.Key(Probe.self, name: Self.uniqueName())
+        let makes = Atomic(0)
+        let make = { makes.add(1, ordering: .relaxed); return Probe(key: key) }
+        let first = SharedObjects.object(for: key, make: make)
+        let second = SharedObjects.object(for: key, make: make)
+        #expect(ObjectIdentifier(first) == ObjectIdentifier(second))
+        #expect(makes.load(ordering: .relaxed) == 1)
+    }
+
+    @Test func typeStoreAndNameEachSeparateKeys() throws {
+        let directory = TemporaryDirectory()
+        let one = try Store(at: directory.url.appendingPathComponent("one"))
+        let two = try Store(at: directory.url.appendingPathComponent("two"))
+        let name = Self.uniqueName()
+        let keys = [
+            SharedObjects.Key(Probe.self, store: one, name: name),
+            SharedObjects.Key(Probe.self, store: two, name: name),
+            SharedObjects.Key(Probe.self, store: one, name: name + "x"),
+            SharedObjects.Key(Probe.self, name: name),
+        ]
+        let probes = keys.map { key in SharedObjects.object(for: key) { Probe(key: key) } }
+        #expect(Set(probes.map(ObjectIdentifier.init)).count == keys.count)
+        let otherKey = SharedObjects.Key(OtherProbe.self, store: one, name: name)
+        #expect(otherKey != keys[0])
+        let other = SharedObjects.object(for: otherKey) { OtherProbe(key: otherKey) }
+        #expect(other.key == otherKey)
+        withExtendedLifetime(probes) {}
+    }
+
+    @Test func theLastUseGoneTheNextUseMakesANewObject() {
+        let key = SharedObjects.Key(Probe.self, name: Self.uniqueName())
+        let deinits = Atomic(0)
+        var first: Probe? = SharedObjects.object(for: key) { Probe(key: key) { deinits.add(1, ordering: .relaxed) } }
+        do {
+            let again = SharedObjects.object(for: key) { Probe(key: key) }
+            #expect(ObjectIdentifier(again) == ObjectIdentifier(first!))
+        }
+        first = nil
+        #expect(deinits.load(ordering: .relaxed) == 1)
+        let makes = Atomic(0)
+        let second = SharedObjects.object(for: key) { makes.add(1, ordering: .relaxed); return Probe(key: key) }
+        #expect(makes.load(ordering: .relaxed) == 1)
+        withExtendedLifetime(second) {}
+    }
+
+    /// While an object is going away (closing its store, say), a new one for its key is made only
+    /// once it has gone: never two at once.
+    @Test func aNewObjectWaitsForTheDepartingOne() async throws {
+        let key = SharedObjects.Key(Probe.self, name: Self.uniqueName())
+        let departing = Atomic(false), departed = Atomic(false)
+        let first = Mutex<Probe?>(SharedObjects.object(for: key) {
+            Probe(key: key) {
+                departing.store(true, ordering: .sequentiallyConsistent)
+                Thread.sleep(forTimeInterval: 0.2)
+                departed.store(true, ordering: .sequentiallyConsistent)
+            }
+        })
+        let dropper = Thread { first.withLock { $0 = nil } }
+        let sawDeparted = Mutex<Bool?>(nil)
+        let opener = Thread {
+            while !departing.load(ordering: .sequentiallyConsistent) { usleep(100) }
+            let second = SharedObjects.object(for: key) {
+                sawDeparted.withLock { $0 = departed.load(ordering: .sequentiallyConsistent) }
+                return Probe(key: key)
+            }
+            withExtendedLifetime(second) {}
+        }
+        opener.start()
+        dropper.start()
+        while sawDeparted.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(sawDeparted.withLock { $0 } == true)
+    }
+
+    @Test func aRefusedObjectIsNilAndStaysShared() {
+        let key = SharedObjects.Key(Probe.self, name: Self.uniqueName())
+        let first = SharedObjects.object(for: key) { Probe(key: key) }
+        let refused = SharedObjects.object(for: key, accept: { _ in false }) { Probe(key: key) }
+        #expect(refused == nil)
+        let accepted = SharedObjects.object(for: key, accept: { $0 === first }) { Probe(key: key) }
+        #expect(accepted.map(ObjectIdentifier.init) == ObjectIdentifier(first))
+    }
+
+    /// An object that was never registered going away leaves the live one's slot alone.
+    @Test func anUnregisteredObjectsReleaseKeepsTheLiveSlot() {
+        let key = SharedObjects.Key(Probe.self, name: Self.uniqueName())
+        let live = SharedObjects.object(for: key) { Probe(key: key) }
+        do { _ = Probe(key: key) }
+        let found = SharedObjects.object(for: key) { Probe(key: key) }
+        #expect(ObjectIdentifier(found) == ObjectIdentifier(live))
+    }
+}
