@@ -60,13 +60,10 @@ struct ClusterFaultTests {
 
             try await environment.services("stop-s3", directory)
             for _ in 0 ..< 2 {
-                let started = ContinuousClock.now
                 let error = await #expect(throws: StoreError.self) { try await store.put(EngineContractTests.randomData(100_000)) }
                 #expect(error?.code == .unavailable)
                 #expect("\(error!)".contains(endpoint.absoluteString), "the error names the endpoint")
                 #expect(!"\(error!)".contains(environment.secretAccessKey))
-                // Refused connections are reported long before the request timeout.
-                #expect(ContinuousClock.now - started < .seconds(20))
             }
             // Small blobs and records live in PostgreSQL: they still work.
             let small = try await store.put(Data("small".utf8))

@@ -400,6 +400,22 @@ private final class LeasedConnection: Sendable {
     }
 }
 
+/// A held connection whose every statement has the request timeout, for a session of many
+/// statements (the collector's): past the timeout the connection is closed and the statement
+/// throws `unavailable` (``ClusterDatabase/run(_:on:_:)``). Rows are read as from
+/// `PostgresConnection.query`.
+package struct BoundedConnection: Sendable {
+    let held: HeldConnection
+    let database: ClusterDatabase
+    /// What the session does, for messages.
+    let operation: String
+
+    @discardableResult
+    package func query(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRowSequence {
+        try await database.run(operation, on: held) { try await $0.query(query, logger: logger) }
+    }
+}
+
 /// A connection taken out of the pool until ``release()`` (``ClusterDatabase/hold(_:)``).
 package final class HeldConnection: Sendable {
     package let connection: PostgresConnection
