@@ -23,9 +23,19 @@ public struct ClusterConfiguration: Sendable {
     public var cacheDirectory: URL?
     /// The most PostgreSQL connections this instance holds open. Default 8.
     public var maximumDatabaseConnections: Int
-    /// How long one request to either service may take before it counts as `unavailable`.
+    /// How long one request to either service may take before it counts as `unavailable`: a
+    /// PostgreSQL statement (or the wait for a pooled connection), or one object-store request.
+    /// Past it the call throws `unavailable` naming the endpoint, and the next call tries again.
     /// Default 30 seconds.
     public var requestTimeout: Duration
+    /// How long a commit whose outcome was lost (the connection failed after COMMIT was sent) is
+    /// resolved against an unreachable PostgreSQL before `write` gives up with `unavailable`
+    /// saying the outcome is unknown (it was applied at most once). Default 5 minutes.
+    public var commitResolutionTimeout: Duration
+    /// How long a snapshot's lease (its pin on collection, in every instance) lives past its last
+    /// renewal; the instance renews its leases every quarter of it. A snapshot whose lease could
+    /// not be renewed in time fails its blob reads with `unavailable`. Default 2 minutes.
+    public var leaseDuration: Duration
 
     /// A configuration with the defaults above; credentials come from the environment.
     public init(databaseURL: String, objectStoreEndpoint: URL, bucket: String) {
@@ -39,6 +49,8 @@ public struct ClusterConfiguration: Sendable {
         self.cacheDirectory = nil
         self.maximumDatabaseConnections = 8
         self.requestTimeout = .seconds(30)
+        self.commitResolutionTimeout = .seconds(300)
+        self.leaseDuration = .seconds(120)
     }
 }
 

@@ -173,6 +173,31 @@ struct ClusterDatabaseTests {
         #expect(!"\(error!)".contains("contentstore-test-password"))
     }
 
+    /// A statement the server does not answer in time ends the call at the request timeout (the
+    /// client library cannot cancel it), as `unavailable` naming the endpoint; the connection it
+    /// held is closed, so the next call on a one-connection pool gets a new one and works.
+    @Test(.timeLimit(.minutes(8)))
+    func statementPastTheRequestTimeoutIsUnavailableAndTheNextCallWorks() async throws {
+        try await withDatabase { url, _ in
+            let database = try ClusterDatabase(url: url, maximumConnections: 1, requestTimeout: .seconds(5))
+            defer { Task { await database.close() } }
+            let error = await #expect(throws: StoreError.self) {
+                try await database.run("sleep") { try await $0.query("SELECT pg_sleep(120)", logger: database.logger) }
+            }
+            #expect(error?.code == .unavailable)
+            #expect(error?.message.contains("did not answer within") == true)
+            // The statement would have succeeded: only the deadline can have ended the call.
+            #expect(error?.message.contains(try DatabaseURL(parsing: url).endpoint) == true)
+            let one = try await eventually(within: .seconds(60)) {
+                try await database.run("select") { connection in
+                    for try await value in try await connection.query("SELECT 1", logger: database.logger).decode(Int32.self) { return value }
+                    return 0
+                }
+            }
+            #expect(one == 1)
+        }
+    }
+
     @Test func malformedURLsAreInvalidArgumentsThatHideThePassword() {
         for url in ["mysql://u:hunter2@h/db", "postgres://h/db", "postgres://u:hunter2@h", "postgres://u:hunter2@h/db?sslmode=bogus",
                     "postgres://u:hunter2@h/db?application=x", "not a url"] {

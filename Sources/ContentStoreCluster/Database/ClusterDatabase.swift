@@ -203,32 +203,55 @@ package final class ClusterDatabase: Sendable {
     // MARK: - Running queries
 
     /// Runs `body` on a pooled connection, within the request timeout, mapping every failure to
-    /// a `StoreError` that names the endpoint and `operation`.
+    /// a `StoreError` that names the endpoint and `operation`. Past the timeout the connection is
+    /// closed (its query cannot be cancelled otherwise; the pool replaces it) and the call is
+    /// `unavailable`; the next call starts afresh.
     package func run<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         guard runTask.withLock({ $0 != nil }) else {
             throw StoreError(code: .closed, message: "the connection pool for PostgreSQL at \(url.endpoint) was closed")
         }
+        let leased = LeasedConnection()
         do {
-            return try await withThrowingTaskGroup(of: T.self) { group in
-                group.addTask { try await self.client.withConnection { try await body($0) } }
-                group.addTask {
-                    try await Task.sleep(for: self.requestTimeout)
-                    throw Timeout()
+            return try await ServiceDeadline.run(within: requestTimeout, onTimeout: { leased.close() }) {
+                try await withThrowingTaskGroup(of: T.self) { group in
+                    group.addTask {
+                        try await self.client.withConnection { connection in
+                            leased.set(connection)
+                            return try await body(connection)
+                        }
+                    }
+                    group.addTask {
+                        // The pool retries failed connection attempts and only logs why; a request
+                        // waiting for a connection would wait out the timeout. One direct connection
+                        // attempt tells at once: refused (`unavailable`) or bad credentials.
+                        try await Task.sleep(for: Self.probeDelay)
+                        try await self.probe()
+                        try await Task.sleep(for: self.requestTimeout)
+                        throw ServiceDeadline.Exceeded(timeout: self.requestTimeout)
+                    }
+                    defer { group.cancelAll() }
+                    return try await group.next()!
                 }
-                group.addTask {
-                    // The pool retries failed connection attempts and only logs why; a request
-                    // waiting for a connection would wait out the timeout. One direct connection
-                    // attempt tells at once: refused (`unavailable`) or bad credentials.
-                    try await Task.sleep(for: Self.probeDelay)
-                    try await self.probe()
-                    try await Task.sleep(for: self.requestTimeout)
-                    throw Timeout()
-                }
-                defer { group.cancelAll() }
-                return try await group.next()!
             }
         } catch let error as StoreError {
             throw error
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            throw storeError(error, operation: operation)
+        }
+    }
+
+    /// `body` on `held`'s connection, within the request timeout, failures mapped as for
+    /// ``run(_:_:)``. Past the timeout the held connection is closed: what it carried (a
+    /// snapshot's transaction, a session lock) is over, and later calls on it fail at once.
+    package func run<T: Sendable>(_ operation: String, on held: HeldConnection,
+                                  _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        let connection = held.connection
+        do {
+            return try await ServiceDeadline.run(within: requestTimeout, onTimeout: { let _: EventLoopFuture<Void> = connection.close() }) {
+                try await body(connection)
+            }
         } catch let error as CancellationError {
             throw error
         } catch {
@@ -264,10 +287,10 @@ package final class ClusterDatabase: Sendable {
                 }
                 group.addTask {
                     try await Task.sleep(for: self.requestTimeout)
-                    throw Timeout()
+                    throw ServiceDeadline.Exceeded(timeout: self.requestTimeout)
                 }
                 defer { group.cancelAll() }
-                guard let connection = try await group.next()! else { throw Timeout() }
+                guard let connection = try await group.next()! else { throw ServiceDeadline.Exceeded(timeout: self.requestTimeout) }
                 return HeldConnection(connection: connection, release: release)
             }
         } catch {
@@ -293,13 +316,9 @@ package final class ClusterDatabase: Sendable {
         }
     }
 
-    private struct Timeout: Error, CustomStringConvertible {
-        var description: String { "no answer within the request timeout" }
-    }
-
     func storeError(_ error: any Error, operation: String) -> StoreError {
         if let error = error as? StoreError { return error }
-        if error is Timeout {
+        if error is ServiceDeadline.Exceeded {
             return StoreError(code: .unavailable,
                               message: "PostgreSQL at \(url.endpoint) did not answer within \(requestTimeout) (\(operation))", cause: error)
         }
@@ -366,6 +385,34 @@ package struct PostgresFailure: Error, Sendable, CustomStringConvertible {
         if let sqlState { text += " SQLSTATE \(sqlState)" }
         if let serverMessage { text += ": \(serverMessage)" }
         return text
+    }
+}
+
+/// The connection a ``ClusterDatabase/run(_:_:)`` call leased, so its deadline can close it.
+private final class LeasedConnection: Sendable {
+    private let connection = Mutex<PostgresConnection?>(nil)
+
+    func set(_ leased: PostgresConnection) { connection.withLock { $0 = leased } }
+
+    func close() {
+        // The future-returning close: the deadline's callback is synchronous.
+        let _: EventLoopFuture<Void>? = connection.withLock { $0 }?.close()
+    }
+}
+
+/// A held connection whose every statement has the request timeout, for a session of many
+/// statements (the collector's): past the timeout the connection is closed and the statement
+/// throws `unavailable` (``ClusterDatabase/run(_:on:_:)``). Rows are read as from
+/// `PostgresConnection.query`.
+package struct BoundedConnection: Sendable {
+    let held: HeldConnection
+    let database: ClusterDatabase
+    /// What the session does, for messages.
+    let operation: String
+
+    @discardableResult
+    package func query(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRowSequence {
+        try await database.run(operation, on: held) { try await $0.query(query, logger: logger) }
     }
 }
 

@@ -22,7 +22,8 @@ extension ClusterEngine {
             let held = try await database.hold("collect garbage")
             defer { held.release() }
             do {
-                return try await self.collect(grace: grace, dryRun: options.dryRun, on: held.connection)
+                return try await self.collect(grace: grace, dryRun: options.dryRun,
+                                              on: BoundedConnection(held: held, database: database, operation: "collect garbage"))
             } catch {
                 throw database.storeError(error, operation: "collect garbage")
             }
@@ -31,7 +32,7 @@ extension ClusterEngine {
         return report
     }
 
-    private func collect(grace: Duration, dryRun: Bool, on connection: PostgresConnection) async throws -> GarbageCollectionReport {
+    private func collect(grace: Duration, dryRun: Bool, on connection: BoundedConnection) async throws -> GarbageCollectionReport {
         let lock = ClusterSchema.AdvisoryLock.collector.rawValue
         var acquired = false
         for try await value in try await connection.query("SELECT pg_try_advisory_lock(\(lock))", logger: logger).decode(Bool.self) {
@@ -52,7 +53,7 @@ extension ClusterEngine {
     }
 
     /// Who holds the collector lock, from `application_name` (`contentstore <host> pid <pid>`).
-    private func collectorHolder(on connection: PostgresConnection) async throws -> String {
+    private func collectorHolder(on connection: BoundedConnection) async throws -> String {
         let lock = ClusterSchema.AdvisoryLock.collector.rawValue
         let rows = try await connection.query("""
             SELECT a.application_name, a.client_addr::text FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
@@ -65,7 +66,7 @@ extension ClusterEngine {
         return "its holder just finished"
     }
 
-    private func collectLocked(grace: Duration, dryRun: Bool, on connection: PostgresConnection) async throws -> GarbageCollectionReport {
+    private func collectLocked(grace: Duration, dryRun: Bool, on connection: BoundedConnection) async throws -> GarbageCollectionReport {
         var report = GarbageCollectionReport(dryRun: dryRun)
         let graceSeconds = Double(grace.components.seconds) + Double(grace.components.attoseconds) / 1e18
         var horizon = Date.distantPast
@@ -120,7 +121,7 @@ extension ClusterEngine {
     /// row goes first, re-checked: a put registering its intent meanwhile then finds no row and
     /// fails cleanly instead of pointing a blob at an object being deleted. A crash between the
     /// two leaves an object no row names, which the listing below removes.
-    private func deletePacks(before horizon: Date, report: inout GarbageCollectionReport, on connection: PostgresConnection) async throws {
+    private func deletePacks(before horizon: Date, report: inout GarbageCollectionReport, on connection: BoundedConnection) async throws {
         while true {
             var batch: [(Int64, String, Int64)] = []
             let rows = try await connection.query("""
@@ -145,7 +146,7 @@ extension ClusterEngine {
 
     /// Objects under `packs/` that no row names (a crash between upload and intent, a restore),
     /// last modified before `cutoff`.
-    private func deleteUnknownObjects(olderThan cutoff: Date, report: inout GarbageCollectionReport, on connection: PostgresConnection) async throws {
+    private func deleteUnknownObjects(olderThan cutoff: Date, report: inout GarbageCollectionReport, on connection: BoundedConnection) async throws {
         var continuation: String?
         repeat {
             let page = try await objects.list(prefix: "packs/", continuation: continuation, maxKeys: 1000)

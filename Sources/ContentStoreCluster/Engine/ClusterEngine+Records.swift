@@ -35,17 +35,21 @@ extension ClusterEngine {
         let pin: SnapshotPin = try wait {
             let held = try await database.hold("take a snapshot")
             do {
-                let lease = leased ? try await self.takeLease("snapshot", on: held.connection) : nil
-                try await held.connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: database.logger)
-                // The snapshot is taken at the transaction's first statement, after the lease's horizon.
-                try await held.connection.query("SELECT 1", logger: database.logger)
+                let lease = try await database.run("take a snapshot", on: held) { connection in
+                    let lease = leased ? try await self.takeLease("snapshot", on: connection) : nil
+                    try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: database.logger)
+                    // The snapshot is taken at the transaction's first statement, after the lease's horizon.
+                    try await connection.query("SELECT 1", logger: database.logger)
+                    return lease
+                }
                 return SnapshotPin(held: held, lease: lease, database: database)
             } catch {
                 held.release()
-                throw database.storeError(error, operation: "take a snapshot")
+                throw error
             }
         }
-        return Snapshot(records: SnapshotView(pin: pin), engine: self, limits: limits, pin: pin)
+        return Snapshot(records: SnapshotView(pin: pin), engine: pin.lease.map { LeasedBlobReads(engine: self, lease: $0) } ?? self,
+                        limits: limits, pin: pin)
     }
 
     func write<T>(_ body: (inout Transaction) throws -> T) throws -> T {
@@ -161,7 +165,7 @@ final class ReadTracker: RecordView {
 /// Keeps a snapshot's transaction (and lease) open while any copy of the snapshot exists.
 final class SnapshotPin: Sendable {
     let held: HeldConnection
-    private let lease: Lease?
+    let lease: Lease?
     let database: ClusterDatabase
 
     init(held: HeldConnection, lease: Lease?, database: ClusterDatabase) {
@@ -173,7 +177,7 @@ final class SnapshotPin: Sendable {
     deinit {
         let held = held, database = database
         Task(executorPreference: ClusterExecutor.shared) {
-            _ = try? await held.connection.query("COMMIT", logger: database.logger)
+            _ = try? await database.run("end a snapshot", on: held) { try await $0.query("COMMIT", logger: database.logger) }
             held.release()
         }
     }
@@ -186,15 +190,13 @@ struct SnapshotView: RecordView {
     func record(forKey key: String) throws -> Record? {
         let held = pin.held, database = pin.database
         return try ClusterExecutor.wait {
-            do {
-                let rows = try await held.connection.query(
+            try await database.run("read a snapshot's record", on: held) { connection in
+                let rows = try await connection.query(
                     "SELECT value, refs FROM contentstore.records WHERE key = \(key)", logger: database.logger)
                 for try await (value, refs) in rows.decode((ByteBuffer, ByteBuffer).self) {
                     return Record(value: Data(value.readableBytesView), references: try Digest.list(refs, key: key))
                 }
                 return nil
-            } catch {
-                throw database.storeError(error, operation: "read a snapshot's record")
             }
         }
     }
@@ -202,10 +204,8 @@ struct SnapshotView: RecordView {
     func keys(withPrefix prefix: String) throws -> [String] {
         let held = pin.held, database = pin.database
         return try ClusterExecutor.wait {
-            do {
-                return try await ClusterEngine.versionedKeys(withPrefix: prefix, on: held.connection, logger: database.logger).map(\.key)
-            } catch {
-                throw database.storeError(error, operation: "list a snapshot's keys")
+            try await database.run("list a snapshot's keys", on: held) { connection in
+                try await ClusterEngine.versionedKeys(withPrefix: prefix, on: connection, logger: database.logger).map(\.key)
             }
         }
     }

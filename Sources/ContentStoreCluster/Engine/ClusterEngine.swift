@@ -29,6 +29,8 @@ final class ClusterEngine: StoreEngine {
     let diskCache: ClusterDiskCache?
     /// Queued commits of this instance, committed in groups (ClusterEngine+Records).
     let commitQueue = CommitQueue()
+    /// Until when each of this instance's leases surely holds (§6.2).
+    let leases: LeaseClock
     private let isOpen = Atomic<Bool>(true)
     private let renewal = Mutex<Task<Void, Never>?>(nil)
 
@@ -37,8 +39,6 @@ final class ClusterEngine: StoreEngine {
 
     /// Blobs whose stored form is at most this many bytes live in `blobs.inline_data` (§3.1).
     static let inlineLimit = 64 * 1024
-    /// How often an instance renews its leases and heartbeat; leases live four times as long.
-    static let renewalInterval: Duration = .seconds(30)
 
     /// Opens the cluster: checks (or creates) the schema and the bucket, registers the instance.
     init(cluster: ClusterConfiguration, configuration: Store.Configuration) throws {
@@ -47,6 +47,10 @@ final class ClusterEngine: StoreEngine {
         }
         guard configuration.garbageGracePeriod >= .zero else {
             throw StoreError(code: .invalidArgument, message: "the grace period is negative")
+        }
+        guard cluster.leaseDuration > .zero, cluster.requestTimeout > .zero, cluster.commitResolutionTimeout >= .zero else {
+            throw StoreError(code: .invalidArgument,
+                             message: "leaseDuration and requestTimeout must be positive and commitResolutionTimeout not negative")
         }
         let database = try ClusterDatabase(url: cluster.databaseURL, maximumConnections: cluster.maximumDatabaseConnections,
                                            requestTimeout: cluster.requestTimeout, logger: configuration.logger)
@@ -66,6 +70,7 @@ final class ClusterEngine: StoreEngine {
         self.database = database
         self.objects = objects
         self.instanceID = instanceID
+        leases = LeaseClock(life: cluster.leaseDuration)
         memoryCache = BlobCache(capacity: configuration.readCacheSize)
         diskCache = cluster.cacheDirectory.map(ClusterDiskCache.init(directory:))
         do {
@@ -105,15 +110,16 @@ final class ClusterEngine: StoreEngine {
     func close() throws {
         guard isOpen.exchange(false, ordering: .acquiringAndReleasing) else { return }
         renewal.withLock { $0.take() }?.cancel()
-        let database = database, objects = objects, instanceID = instanceID
+        let database = database, objects = objects, instanceID = instanceID, timeout = cluster.requestTimeout
         try ClusterExecutor.wait {
             // Best effort: an unreachable server must not stop the close; leases expire anyway.
             _ = try? await database.run("unregister the instance") { connection in
                 try await connection.query("DELETE FROM contentstore.leases WHERE instance_id = \(instanceID)", logger: database.logger)
                 try await connection.query("DELETE FROM contentstore.instances WHERE id = \(instanceID)", logger: database.logger)
             }
-            try? await objects.shutdown()
-            await database.close()
+            // Shutting the clients down waits for their connections; a dead server must not hold the close.
+            _ = try? await ServiceDeadline.run(within: timeout) { try await objects.shutdown() }
+            _ = try? await ServiceDeadline.run(within: timeout) { await database.close() }
         }
     }
 
@@ -140,20 +146,24 @@ final class ClusterEngine: StoreEngine {
 
     // MARK: - Leases
 
+    /// Renews the instance's leases and heartbeat every quarter of a lease's life, so a lease
+    /// survives three failed renewals in a row.
     private func startRenewal() {
-        let database = database, instanceID = instanceID
+        let database = database, instanceID = instanceID, leases = leases
         let task = Task(executorPreference: ClusterExecutor.shared) {
             while !Task.isCancelled {
-                try? await Task.sleep(for: ClusterEngine.renewalInterval)
+                try? await Task.sleep(for: leases.life / 4)
                 if Task.isCancelled { break }
+                let covered = leases.current(), sent = ContinuousClock.now
                 do {
                     try await database.run("renew leases") { connection in
                         try await connection.query(
-                            "UPDATE contentstore.leases SET expires_at = now() + interval '2 minutes' WHERE instance_id = \(instanceID)",
+                            "UPDATE contentstore.leases SET expires_at = now() + make_interval(secs => \(leases.lifeSeconds)) WHERE instance_id = \(instanceID)",
                             logger: database.logger)
                         try await connection.query(
                             "UPDATE contentstore.instances SET heartbeat_at = now() WHERE id = \(instanceID)", logger: database.logger)
                     }
+                    leases.renewed(covered, sentAt: sent)
                 } catch {
                     database.logger.warning("could not renew the instance's leases", metadata: ["error": "\(error)"])
                 }
@@ -165,26 +175,37 @@ final class ClusterEngine: StoreEngine {
     /// Takes a lease of `kind` whose horizon is the database's now (§6.2): collection spares every
     /// blob that became garbage after it until ``Lease`` goes away.
     func takeLease(_ kind: String, on connection: PostgresConnection) async throws -> Lease {
-        let id = UUID()
+        let id = UUID(), sent = ContinuousClock.now
         try await connection.query("""
             INSERT INTO contentstore.leases (id, instance_id, kind, horizon, expires_at) \
-            VALUES (\(id), \(instanceID), \(kind), now(), now() + interval '2 minutes')
+            VALUES (\(id), \(instanceID), \(kind), now(), now() + make_interval(secs => \(leases.lifeSeconds)))
             """, logger: logger)
-        return Lease(id: id, database: database)
+        leases.taken(id, sentAt: sent)
+        return Lease(id: id, kind: kind, database: database, clock: leases)
     }
 }
 
 /// A row in `contentstore.leases`, deleted when the last reference to this object goes.
 final class Lease: Sendable {
     let id: UUID
+    let kind: String
     private let database: ClusterDatabase
+    private let clock: LeaseClock
 
-    init(id: UUID, database: ClusterDatabase) {
+    init(id: UUID, kind: String, database: ClusterDatabase, clock: LeaseClock) {
         self.id = id
+        self.kind = kind
         self.database = database
+        self.clock = clock
+    }
+
+    /// Throws `unavailable` once the lease may have expired in the database (``LeaseClock``).
+    func checkHeld() throws {
+        try clock.checkHeld(id, what: kind, database: database.endpoint)
     }
 
     deinit {
+        clock.ended(id)
         let database = database, id = id
         Task(executorPreference: ClusterExecutor.shared) {
             _ = try? await database.run("end a lease") { connection in

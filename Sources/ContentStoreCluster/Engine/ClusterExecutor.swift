@@ -24,7 +24,9 @@ final class ClusterExecutor: TaskExecutor, @unchecked Sendable {
     }
 
     /// Runs `body` here and blocks the calling thread until it finishes: how a synchronous engine
-    /// method waits for PostgreSQL or the object store.
+    /// method waits for PostgreSQL or the object store. The wait itself has no deadline because
+    /// every service call inside `body` has one (``ServiceDeadline``, the request timeout), so
+    /// `body` ends when a service stops answering.
     static func wait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
         let outcome = Outcome<T>()
         Task(executorPreference: shared) {

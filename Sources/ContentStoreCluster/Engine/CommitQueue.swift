@@ -61,8 +61,6 @@ final class CommitQueue: Sendable {
     private let state = Mutex(State())
     /// Members in one group at most.
     static let groupLimit = 64
-    /// How long an unknown outcome is retried against an unreachable server before `unavailable`.
-    static let resolutionTimeout: Duration = .seconds(300)
 
     /// Queues `member` and waits until its group committed (or it conflicted, or failed).
     func submit(_ member: Member, engine: ClusterEngine) throws -> Outcome {
@@ -124,7 +122,7 @@ extension ClusterEngine {
 
     /// What became of each member whose COMMIT got no answer: the token says.
     private func resolve(_ group: [CommitQueue.Member], after failure: StoreError) async throws -> [CommitQueue.Outcome] {
-        let deadline = ContinuousClock.now + CommitQueue.resolutionTimeout
+        let deadline = ContinuousClock.now + cluster.commitResolutionTimeout
         var outcomes: [CommitQueue.Outcome] = []
         for member in group {
             while true {

@@ -17,8 +17,10 @@ import Synchronization
 ///   a HEAD before the PUT, which is enough for the cluster's objects: their names are derived from
 ///   their contents, so two writers of one key write the same bytes.
 ///
-/// Transport failures, 5xx and 429 are retried (``retryDelays``); when they persist the call
-/// throws `unavailable`. The client keeps no state a failure could spoil, so once the service is
+/// Transport failures, 5xx and 429 are retried (``Configuration/retryDelays``); when they persist
+/// the call throws `unavailable`. An attempt that outlives ``Configuration/requestTimeout`` is
+/// abandoned and not retried, so a call ends within one request timeout plus the retries of
+/// failures that came quicker, whatever the service does. The client keeps no state a failure could spoil, so once the service is
 /// back the same client works again.
 package final class S3Client: ObjectStore {
     package struct Configuration: Sendable {
@@ -217,10 +219,16 @@ package final class S3Client: ObjectStore {
             throw StoreError(code: .closed, message: "the object store client for \(endpointDescription) was shut down")
         }
         var lastError: (any Error)?
+        var attempts = 0
         for attempt in 0...configuration.retryDelays.count {
             if attempt > 0 { try await Task.sleep(for: configuration.retryDelays[attempt - 1]) }
             do {
-                let response = try await sendOnce(method, key: key, query: query, headers: extra, body: body)
+                // async-http-client's own deadline ends at the response head; this one also
+                // covers a body that trickles, and a request that never gets a connection.
+                attempts += 1
+                let response = try await ServiceDeadline.run(within: configuration.requestTimeout) {
+                    try await self.sendOnce(method, key: key, query: query, headers: extra, body: body)
+                }
                 if response.status.code >= 500 || response.status.code == 429 {
                     lastError = S3ServiceError(response: response)
                     continue
@@ -228,13 +236,18 @@ package final class S3Client: ObjectStore {
                 return response
             } catch let error as CancellationError {
                 throw error
+            } catch let error as ServiceDeadline.Exceeded {
+                // A service that let a whole timeout pass will hardly answer the next attempt
+                // sooner: the caller hears `unavailable` after one timeout, not several.
+                lastError = error
+                break
             } catch {
                 lastError = error
             }
         }
         let target = key.map { "\(configuration.bucket)/\($0)" } ?? configuration.bucket
         throw StoreError(code: .unavailable,
-                         message: "object store at \(endpointDescription) is unavailable (\(operation) \(target), \(configuration.retryDelays.count + 1) attempts)",
+                         message: "object store at \(endpointDescription) is unavailable (\(operation) \(target), \(attempts) attempt\(attempts == 1 ? "" : "s"))",
                          cause: lastError)
     }
 
