@@ -1,0 +1,106 @@
+import BenchSupport
+import Foundation
+
+// Invariant: services this run started are stopped before it exits — on success, on a thrown
+// error and on SIGINT/SIGTERM — and a start that fails leaves a reason for the report, not a crash.
+
+/// PostgreSQL and the S3 gateway of `Scripts/cluster-services.sh`, started in a scratch directory of
+/// this run's own (free ports, so several runs on one machine do not collide).
+final class ClusterServices: Sendable {
+    let script: String
+    let directory: String
+    let databaseURL: String
+    let endpoint: URL
+    let accessKeyID: String
+    let secretAccessKey: String
+
+    /// Starts both services; throws with the script's own words when they cannot start.
+    init(script: String, directory: String) throws {
+        self.script = script
+        self.directory = directory
+        Self.installSignalHandlers(script: script, directory: directory)
+        let (status, errors) = Self.run(script, ["start", directory])
+        guard status == 0 else {
+            Self.run(script, ["stop", directory])
+            throw ServicesUnavailable(reason: "`\(script) start \(directory)` exited \(status): \(errors.suffix(600))")
+        }
+        let exports = Self.parseExports((try? String(contentsOfFile: directory + "/env", encoding: .utf8)) ?? "")
+        guard let url = exports["CONTENTSTORE_TEST_DATABASE_URL"],
+              let endpoint = exports["CONTENTSTORE_TEST_S3_ENDPOINT"].flatMap(URL.init(string:)),
+              let key = exports["CONTENTSTORE_TEST_S3_ACCESS_KEY_ID"], let secret = exports["CONTENTSTORE_TEST_S3_SECRET_ACCESS_KEY"] else {
+            Self.run(script, ["stop", directory])
+            throw ServicesUnavailable(reason: "\(directory)/env does not name both services")
+        }
+        (databaseURL, self.endpoint, accessKeyID, secretAccessKey) = (url, endpoint, key, secret)
+    }
+
+    func stop() {
+        Progress.log("stopping the services in \(directory)")
+        Self.run(script, ["stop", directory])
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// The database URL with another database name.
+    func databaseURL(database: String) -> String {
+        var components = URLComponents(string: databaseURL)!
+        components.path = "/" + database
+        return components.string!
+    }
+
+    /// The environment worker processes and restic get: the cluster's coordinates and credentials.
+    var environment: [String: String] {
+        ["CLUSTER_COMPARE_DATABASE_URL": databaseURL, "CLUSTER_COMPARE_S3_ENDPOINT": endpoint.absoluteString,
+         "AWS_ACCESS_KEY_ID": accessKeyID, "AWS_SECRET_ACCESS_KEY": secretAccessKey, "AWS_DEFAULT_REGION": "us-east-1"]
+    }
+
+    static func parseExports(_ text: String) -> [String: String] {
+        var values: [String: String] = [:]
+        for line in text.split(separator: "\n") where line.hasPrefix("export ") {
+            let assignment = line.dropFirst("export ".count)
+            guard let equals = assignment.firstIndex(of: "=") else { continue }
+            var value = assignment[assignment.index(after: equals)...]
+            if value.hasPrefix("'") && value.hasSuffix("'") && value.count >= 2 { value = value.dropFirst().dropLast() }
+            values[String(assignment[..<equals])] = String(value)
+        }
+        return values
+    }
+
+    /// Runs the script with its stderr collected (the script logs there); returns the status and stderr.
+    @discardableResult
+    static func run(_ script: String, _ arguments: [String]) -> (Int32, String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [script] + arguments
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.standardError
+        do { try process.run() } catch { return (127, "cannot run \(script): \(error)") }
+        let text = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let message = String(decoding: text, as: UTF8.self)
+        FileHandle.standardError.write(text)
+        return (process.terminationStatus, message)
+    }
+
+    /// An interrupted run still stops the servers it started (they would outlive it, holding ports).
+    private static func installSignalHandlers(script: String, directory: String) {
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler {
+                run(script, ["stop", directory])
+                exit(128 + sig)
+            }
+            source.resume()
+            retainedSignalSources.append(source)
+        }
+    }
+}
+
+/// Kept alive for the process's life; appended to only while the services start, on the main thread.
+nonisolated(unsafe) private var retainedSignalSources: [any DispatchSourceSignal] = []
+
+struct ServicesUnavailable: Error, CustomStringConvertible {
+    var reason: String
+    var description: String { reason }
+}
