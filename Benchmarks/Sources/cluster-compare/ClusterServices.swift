@@ -1,8 +1,10 @@
 import BenchSupport
 import Foundation
 
-// Invariant: services this run started are stopped before it exits — on success, on a thrown
-// error and on SIGINT/SIGTERM — and a start that fails leaves a reason for the report, not a crash.
+// Invariant: services this run started are stopped before it exits, on success and on a thrown
+// error (an interrupted run is stopped by the Makefile's trap: with a dispatch signal source for
+// SIGINT/SIGTERM installed, Foundation's Process.waitUntilExit never returned here), and a start that fails leaves a reason
+// for the report, not a crash.
 
 /// PostgreSQL and the S3 gateway of `Scripts/cluster-services.sh`, started in a scratch directory of
 /// this run's own (free ports, so several runs on one machine do not collide).
@@ -18,7 +20,6 @@ final class ClusterServices: Sendable {
     init(script: String, directory: String) throws {
         self.script = script
         self.directory = directory
-        Self.installSignalHandlers(script: script, directory: directory)
         let (status, errors) = Self.run(script, ["start", directory])
         guard status == 0 else {
             Self.run(script, ["stop", directory])
@@ -81,24 +82,7 @@ final class ClusterServices: Sendable {
         FileHandle.standardError.write(text)
         return (process.terminationStatus, message)
     }
-
-    /// An interrupted run still stops the servers it started (they would outlive it, holding ports).
-    private static func installSignalHandlers(script: String, directory: String) {
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler {
-                run(script, ["stop", directory])
-                exit(128 + sig)
-            }
-            source.resume()
-            retainedSignalSources.append(source)
-        }
-    }
 }
-
-/// Kept alive for the process's life; appended to only while the services start, on the main thread.
-nonisolated(unsafe) private var retainedSignalSources: [any DispatchSourceSignal] = []
 
 struct ServicesUnavailable: Error, CustomStringConvertible {
     var reason: String
