@@ -66,21 +66,28 @@ final class ClusterServices: Sendable {
         return values
     }
 
-    /// Runs the script with its stderr collected (the script logs there); returns the status and stderr.
+    /// Runs the script with its output collected in a file (the script logs to stderr); returns the
+    /// status and that output. posix_spawn and waitpid, not Foundation's Process: its
+    /// waitUntilExit never saw this script exit once the script had left servers running.
     @discardableResult
     static func run(_ script: String, _ arguments: [String]) -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [script] + arguments
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.standardError
-        do { try process.run() } catch { return (127, "cannot run \(script): \(error)") }
-        let text = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let message = String(decoding: text, as: UTF8.self)
-        FileHandle.standardError.write(text)
-        return (process.terminationStatus, message)
+        let log = NSTemporaryDirectory() + "cluster-compare-services-\(getpid()).log"
+        defer { unlink(log) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv: [UnsafeMutablePointer<CChar>?] = (["/bin/bash", script] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, "/bin/bash", &actions, nil, argv, environ)
+        guard spawned == 0 else { return (127, "cannot run \(script): \(String(cString: strerror(spawned)))") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        FileHandle.standardError.write(Data(output.utf8))
+        return ((status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f), output)
     }
 }
 
