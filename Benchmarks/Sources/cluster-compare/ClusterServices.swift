@@ -33,6 +33,9 @@ final class ClusterServices: Sendable {
             throw ServicesUnavailable(reason: "\(directory)/env does not name both services")
         }
         (databaseURL, self.endpoint, accessKeyID, secretAccessKey) = (url, endpoint, key, secret)
+        // The harness's own instances read their credentials from the environment, as users' do.
+        setenv("AWS_ACCESS_KEY_ID", key, 1)
+        setenv("AWS_SECRET_ACCESS_KEY", secret, 1)
     }
 
     func stop() {
