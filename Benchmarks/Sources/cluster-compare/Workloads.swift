@@ -211,7 +211,7 @@ struct ReadsWorkload {
         let reader = try openCluster(databaseURL: database, endpoint: services.endpoint, bucket: "cc-reads")
         defer { try? reader.close() }
         let digests = digests
-        let cold = try Self.pass(order, seconds: .infinity) { try reader.get(digests[$0]).count }
+        let cold = try Self.pass(order, seconds: 3600) { try reader.get(digests[$0]).count }
         let warm = try Self.pass(warmOrder, seconds: seconds) { try reader.get(digests[$0]).count }
         return (cold, warm)
     }
@@ -240,7 +240,7 @@ struct ReadsWorkload {
                 }
                 return Pass(rate: Double(latencies.count) / (Double(now - start) / 1e9), latencies: Summary(latencies))
             }
-            let cold = try await pass(order, seconds: .infinity)
+            let cold = try await pass(order, seconds: 3600)
             let warm = try await pass(warmOrder, seconds: seconds)
             try await connection.close()
             return (cold, warm)
