@@ -2,8 +2,8 @@ import BenchSupport
 import Foundation
 
 // Invariant: services this run started are stopped before it exits, on success and on a thrown
-// error (an interrupted run is stopped by the Makefile's trap: with a dispatch signal source for
-// SIGINT/SIGTERM installed, Foundation's Process.waitUntilExit never returned here), and a start that fails leaves a reason
+// error (an interrupted or crashed run is stopped by `make compare-cluster`'s trap, which runs the
+// same `stop`), and a start that fails leaves a reason
 // for the report, not a crash.
 
 /// PostgreSQL and the S3 gateway of `Scripts/cluster-services.sh`, started in a scratch directory of
