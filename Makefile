@@ -3,7 +3,7 @@ SWIFT        ?= swift
 APT_PACKAGES := libzstd-dev libssl-dev pkg-config
 STORE        ?= $(or $(CONTENTSTORE_PATH),./contentstore-data)
 
-.PHONY: deps build release test run clean bench compare scale consumer-check cluster-services-start cluster-services-stop
+.PHONY: deps build release test run clean bench compare compare-cluster scale consumer-check cluster-services-start cluster-services-stop
 
 # Installs the C libraries through apt when pkg-config cannot find them (fresh Debian machines).
 deps:
@@ -79,7 +79,8 @@ gc-soak: deps
 # `make bench`: the ordo-one suites (Benchmarks/Benchmarks/<Name>/); BENCH_ARGS="--target BlobsBenchmarks" etc.
 # `make compare`: ContentStore side by side with SQLite, file-per-key, restic and git, plus the
 # machine's limits; Warehouse and DataArchive against the originals' file layouts; versions of a
-# large file against restic and borg. Writes Docs/benchmarks/latest.{md,json,svg}.
+# large file against restic and borg. Writes Docs/benchmarks/latest.{md,json,svg}; then runs
+# `make compare-cluster` (below), which adds the cluster section.
 # COMPARE_ARGS="--corpus-mb 50" etc. (`compare --help`).
 BENCH_ARGS   ?=
 COMPARE_ARGS ?=
@@ -102,6 +103,25 @@ compare: deps
 	rm -f $(STALE_BENCH_PLAN)
 	cd Benchmarks && $(SWIFT) build -c release --product compare
 	cd Benchmarks && ./.build/release/compare --output ../Docs/benchmarks $(COMPARE_ARGS)
+	$(MAKE) compare-cluster
+
+# `make compare-cluster`: issue 17's cluster targets alone (also the last step of `make compare`):
+# ContentStoreCluster against plain PostgreSQL (16 writers in 4 processes) and `restic backup` to the
+# same S3 server, 4 KiB point reads from a second instance, instance memory at two cluster sizes.
+# Starts its own PostgreSQL and S3 gateway in CLUSTER_COMPARE_DIR (free ports) and stops them even
+# on failure; writes Docs/benchmarks/cluster.{md,json} and its section of latest.md.
+# CLUSTER_COMPARE_ARGS="--rounds 5 --commit-seconds 10" etc. (`cluster-compare --help`).
+CLUSTER_COMPARE_ARGS ?=
+CLUSTER_COMPARE_DIR  ?= /tmp/contentstore-cluster-compare-$(shell printf '%s' '$(CURDIR)' | cksum | cut -d' ' -f1)
+compare-cluster: deps
+	@command -v restic >/dev/null 2>&1 || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		( $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq restic ) \
+		|| echo "Could not install restic; the cluster comparison runs its ingest without it and says so."; }
+	rm -f $(STALE_BENCH_PLAN)
+	cd Benchmarks && $(SWIFT) build -c release --product cluster-compare
+	@trap '$(CLUSTER_SERVICES) stop "$(CLUSTER_COMPARE_DIR)"' EXIT INT TERM; \
+		cd Benchmarks && ./.build/release/cluster-compare --output ../Docs/benchmarks \
+		--services-dir "$(CLUSTER_COMPARE_DIR)" --services-script ../$(CLUSTER_SERVICES) $(CLUSTER_COMPARE_ARGS)
 
 # `make scale`: issue 19's million-object targets (open time, resident memory per blob+record, gc of
 # 10,000 garbage blobs in a 100k and a 1M store), every round printed. The stores are built once and

@@ -11,6 +11,8 @@ let package = Package(
         .package(name: "ContentStore", path: "../"),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // The cluster comparison's plain-PostgreSQL peer (already in the graph through ContentStoreCluster).
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // zstd for the peers (ContentStore's own C modules are internal to the engine).
@@ -30,6 +32,17 @@ let package = Package(
                 .product(name: "Warehouse", package: "ContentStore"),
                 .product(name: "DataArchive", package: "ContentStore"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        // `make compare-cluster` (and the end of `make compare`): issue 17's cluster targets against
+        // plain PostgreSQL and restic on the same services; also its own worker processes.
+        .executableTarget(
+            name: "cluster-compare",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "ContentStore", package: "ContentStore"),
+                .product(name: "ContentStoreCluster", package: "ContentStore"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         // `make scale`: issue 19's million-object open, memory and collection targets.

@@ -1,0 +1,58 @@
+import Foundation
+
+/// A worker process of this executable, talked to by lines on stdin and stdout.
+final class WorkerProcess {
+    let process = Process()
+    private let input = Pipe(), output = Pipe(), errors = Pipe()
+    private var buffer = Data()
+
+    init(_ arguments: [String], environment: [String: String]) throws {
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = ["worker"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+    }
+
+    /// The next line of the worker's stdout; nil at its end.
+    func readLine() -> String? {
+        while true {
+            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: buffer[buffer.startIndex ..< newline], as: UTF8.self)
+                buffer = Data(buffer[buffer.index(after: newline)...])
+                return line
+            }
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { return nil }
+            buffer.append(chunk)
+        }
+    }
+
+    /// Waits for a line starting with `prefix`; throws with the worker's stderr if it ends first.
+    func expect(_ prefix: String) throws -> [String] {
+        while let line = readLine() {
+            if line.hasPrefix(prefix) { return line.split(separator: " ").dropFirst().map(String.init) }
+        }
+        process.waitUntilExit()
+        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        throw WorkerFailed(description: "worker \(process.arguments?.joined(separator: " ") ?? "") exited \(process.terminationStatus) before \"\(prefix)\": \(message.suffix(800))")
+    }
+
+    func send(_ line: String) {
+        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+    }
+
+    func finish() throws {
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            throw WorkerFailed(description: "worker exited \(process.terminationStatus): \(message.suffix(800))")
+        }
+    }
+}
+
+struct WorkerFailed: Error, CustomStringConvertible {
+    var description: String
+}
