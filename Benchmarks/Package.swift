@@ -50,6 +50,11 @@ let package = Package(
             name: "scale",
             dependencies: ["BenchSupport", .product(name: "ContentStore", package: "ContentStore")]
         ),
+        // Durable commits from many writers, blocking threads against awaiting tasks, round by round.
+        .executableTarget(
+            name: "commitrounds",
+            dependencies: ["BenchSupport", .product(name: "ContentStore", package: "ContentStore")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -234,6 +234,88 @@ import Testing
         #expect(try await store.verify().isClean)
         try await store.close()
     }
+
+    /// Tasks awaiting commits and threads blocking on them, at once, in durable mode: every commit is
+    /// visible to readers the moment its `write` returns (published before the task is resumed), and
+    /// all of them are there after a reopen. Mixed, the two kinds lead batches for each other: a task's
+    /// commit covered by a thread's batch is resumed by that thread, and a thread that stops leading
+    /// with tasks left hands them on.
+    @Test(arguments: [Store.Durability.full, .none])
+    func awaitedAndBlockingCommitsAreVisibleWhenTheyReturnAndSurviveReopen(durability: Store.Durability) async throws {
+        let dir = TemporaryDirectory()
+        let store = try Store(at: dir.store, configuration: .testing(durability: durability))
+        let perWriter = 60
+        let threadsDone = Mutex(0)
+        let mismatches = Mutex<[String]>([])
+        for thread in 0 ..< 4 {
+            Thread {
+                for index in 0 ..< perWriter {
+                    let key = "thread/\(thread)/\(index)"
+                    try? store.write { try $0.setRecord(Record(value: Data(key.utf8)), forKey: key) }
+                    if (try? store.record(forKey: key))??.value != Data(key.utf8) { mismatches.withLock { $0.append(key) } }
+                }
+                threadsDone.withLock { $0 += 1 }
+            }.start()
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for task in 0 ..< 8 {
+                group.addTask {
+                    for index in 0 ..< perWriter {
+                        let key = "task/\(task)/\(index)"
+                        let returned = try await store.write { tx in
+                            try tx.setRecord(Record(value: Data(key.utf8)), forKey: key)
+                            return index
+                        }
+                        #expect(returned == index)
+                        #expect(try await store.record(forKey: key)?.value == Data(key.utf8), "\(key) not visible when its write returned")
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        while threadsDone.withLock({ $0 }) < 4 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(mismatches.withLock { $0 }.isEmpty)
+        try await store.close()
+
+        let reopened = try Store(at: dir.store)
+        #expect(try await reopened.keys(withPrefix: "task/").count == 8 * perWriter)
+        #expect(try await reopened.keys(withPrefix: "thread/").count == 4 * perWriter)
+        try await reopened.close()
+    }
+
+    /// When the sync of the batch covering awaited commits fails, every awaiting task gets the error
+    /// (none is left suspended), and the store refuses later commits, awaited or not.
+    @Test func awaitedCommitsWhoseSyncFailsGetTheError() async throws {
+        let dir = TemporaryDirectory()
+        let failing = Atomic<Bool>(false)
+        var seams = Store.Seams()
+        seams.fileIO = ScriptedFileIO { call, path in
+            call == .sync && path.contains("/wal/") && failing.load(ordering: .acquiring) ? EIO : nil
+        }
+        let store = try Store(at: dir.store, configuration: .testing(durability: .full), seams: seams)
+        try await store.write { try $0.setRecord(Record(value: Data("before".utf8)), forKey: "before") }
+        failing.store(true, ordering: .releasing)
+        let outcomes = try await withThrowingTaskGroup(of: StoreError.Code?.self) { group in
+            for index in 0 ..< 16 {
+                group.addTask {
+                    do {
+                        try await store.write { try $0.setRecord(Record(value: Data([UInt8(index)])), forKey: "failed/\(index)") }
+                        return nil
+                    } catch let error as StoreError {
+                        return error.code
+                    }
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.allSatisfy { $0 == .io }, "\(outcomes)")
+        failing.store(false, ordering: .releasing)
+        await #expect(throws: StoreError.self) { try await store.write { try $0.setRecord(Record(value: Data("x".utf8)), forKey: "after") } }
+        let blocking: @Sendable () throws -> Void = { try store.write { try $0.setRecord(Record(value: Data("y".utf8)), forKey: "after") } }
+        #expect(throws: StoreError.self) { try blocking() }
+        #expect(try await store.record(forKey: "before")?.value == Data("before".utf8))
+        _ = try? await store.close()
+    }
 }
 
 /// Holds a long operation at the first progress report `matches` accepts, until the test opens it.

@@ -19,8 +19,9 @@ import Synchronization
 /// waits in a FIFO queue: a thousand tasks awaiting commits hold at most `maximumThreads` threads and
 /// none of the cooperative pool's.
 final class IOThreadPool: Sendable {
-    /// Threads running calls at most. Each blocked committer holds one, and committers blocked at once
-    /// share one group commit, so this also bounds how many commits the async API can group.
+    /// Threads running calls at most. An awaited commit holds one only while it waits for the writer
+    /// lock and runs its body (``Store/write(_:)-(_)``): waiting for durability holds none, so this
+    /// does not bound how many awaited commits share a group commit.
     static let defaultMaximumThreads = 64
     /// An idle thread ends after this long without work.
     static let idleTimeout: TimeInterval = 2
@@ -48,6 +49,12 @@ final class IOThreadPool: Sendable {
     /// `token` tells it of the cancellation (``CancellationToken/current``), and long operations stop
     /// between batches.
     func run<T: Sendable>(_ operation: @escaping @Sendable () throws -> T) async throws -> T {
+        try await run(deferring: { PendingResult(try operation()) })
+    }
+
+    /// ``run(_:)`` for an operation whose result is due later (a commit's, once durable): the thread
+    /// runs it, lets it go and returns to the pool; whoever makes the result due resumes the caller.
+    func run<T: Sendable>(deferring operation: @escaping @Sendable () throws -> PendingResult<T>) async throws -> T {
         let call = Call(operation)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
@@ -148,18 +155,28 @@ private final class Detached: PooledCall, @unchecked Sendable {
 private final class Call<T: Sendable>: PooledCall, @unchecked Sendable {
     // `operation` and `continuation` are touched by one party at a time: set before the call is
     // queued, then used by whichever of the running thread and the cancellation took it from the queue.
-    private var operation: (@Sendable () throws -> T)?
+    private var operation: (@Sendable () throws -> PendingResult<T>)?
     var continuation: CheckedContinuation<T, any Error>?
     let token = CancellationToken()
 
-    init(_ operation: @escaping @Sendable () throws -> T) {
+    init(_ operation: @escaping @Sendable () throws -> PendingResult<T>) {
         self.operation = operation
     }
 
     func execute() {
-        let result = perform()
-        // The operation is released before the caller resumes: `Store`'s twins lend it a closure that
-        // must not outlive the call (`withoutActuallyEscaping`).
+        // The operation is released (by `perform`) before the caller can resume: `Store`'s twins lend
+        // it a closure that must not outlive the call (`withoutActuallyEscaping`).
+        switch perform() {
+        case .failure(let error):
+            resume(with: .failure(error))
+        case .success(let pending):
+            pending.whenDue { failure in
+                self.resume(with: failure.map { .failure($0) } ?? .success(pending.value))
+            }
+        }
+    }
+
+    private func resume(with result: Result<T, any Error>) {
         continuation?.resume(with: result)
         continuation = nil
     }
@@ -170,7 +187,7 @@ private final class Call<T: Sendable>: PooledCall, @unchecked Sendable {
         continuation = nil
     }
 
-    private func perform() -> Result<T, any Error> {
+    private func perform() -> Result<PendingResult<T>, any Error> {
         guard let operation else { return .failure(CancellationError()) }
         self.operation = nil
         // Cancelled before it was queued (the handler found nothing to remove): the work never starts.

@@ -6,7 +6,9 @@ import Foundation
 /// Invariant owned here: blocking work — file I/O, `fsync`, waiting for a group commit or a lock —
 /// runs on the store's own threads (``IOThreadPool``), never on the cooperative pool or an event
 /// loop. What only reads memory under a short lock (a record, a key listing, a blob in the read
-/// cache) is answered on the calling task, which costs no thread hop.
+/// cache) is answered on the calling task, which costs no thread hop; so is a `write` whose
+/// transaction finds the writer lock free, up to its commit's append (the wait for durability
+/// holds no thread: the group commit's leader resumes the task).
 ///
 /// Cancellation: a call still waiting for a thread when its task is cancelled throws
 /// `CancellationError` and does nothing. `write` checks again as its body starts: a task cancelled
@@ -57,20 +59,36 @@ extension Store {
         }
     }
 
-    /// Runs `body` on the store's threads as one atomic transaction and commits what it changed
-    /// (``write(_:)-(_)``); durable when it returns with ``Durability/full``.
+    /// Runs `body` as one atomic transaction and commits what it changed (``write(_:)-(_)``); durable
+    /// when it returns with ``Durability/full``.
+    ///
+    /// When no other transaction is running, `body` runs and commits on the calling task (memory and
+    /// short locks only) and the task is suspended, holding no thread, until the leader of the group
+    /// commit that covers it resumes it; the batch's write and sync run on the store's threads. When
+    /// another transaction is running, the whole call waits on the store's threads instead.
     ///
     /// A task cancelled before `body` starts gets `CancellationError` and commits nothing; once `body`
     /// runs, the commit completes (or fails) whatever happens to the task, and the result is returned.
     @discardableResult
     public func write<T: Sendable>(_ body: @Sendable (inout Transaction) throws -> T) async throws -> T {
-        try await withoutActuallyEscaping(body) { body in
-            try await ioThreads.run {
-                try self.write { transaction in
+        // No transaction running: the body runs and commits here, which takes memory and short locks
+        // only; the batch's write and sync, when this commit must lead one, go to a store thread, and
+        // the leader resumes this task once the commit is durable (no thread hop at all).
+        try Task.checkCancellation()
+        if let pending = try engine.writeIfUncontended(body, leader: { [ioThreads] lead in ioThreads.submit(lead) }) {
+            return try await withCheckedThrowingContinuation { continuation in
+                pending.whenDue { failure in continuation.resume(with: failure.map { .failure($0) } ?? .success(pending.value)) }
+            }
+        }
+        return try await withoutActuallyEscaping(body) { body in
+            // The body runs and commits on a store thread, which then returns to the pool: the leader
+            // of the batch that makes the commit durable resumes this task (one wake-up, not two).
+            try await ioThreads.run(deferring: {
+                try self.engine.writeDeferringAcknowledgment { transaction in
                     try CancellationToken.checkCancellation()
                     return try body(&transaction)
                 }
-            }
+            })
         }
     }
 

@@ -51,6 +51,22 @@ final class CommitPipeline: Sendable {
     private let gatherTarget = Atomic<Int>(0)
     private let batchGathered = EventCount()
 
+    /// Committers waiting for a flush without a thread (the async API's, ``whenFlushed(upTo:_:)``):
+    /// called back by the leader of the batch that covers them. Their lock is a leaf; no callback
+    /// runs under it.
+    private let callbacks = Mutex<[FlushCallback]>([])
+    /// Mirrors `callbacks.count`, so that a leader with no one to call back skips the lock.
+    private let callbackCount = Atomic<Int>(0)
+    /// Whether a leader for the callbacks has been asked for and has not started yet: the committers
+    /// registering meanwhile ask for no other.
+    private let leaderRequested = Atomic<Bool>(false)
+
+    /// A committer waiting for the log to cover `lsn`; `done` gets nil then, or the log's failure.
+    private struct FlushCallback {
+        let lsn: UInt64
+        let done: @Sendable ((any Error)?) -> Void
+    }
+
     /// Longest a leader waits for committers to join its batch. When the last batch made several
     /// committers durable, they are about to commit again, but on a busy or small machine they have not
     /// been scheduled yet when the next leader starts: without the wait it would sync one or two commits
@@ -59,6 +75,11 @@ final class CommitPipeline: Sendable {
     /// ..._no_delay_count, with the count learnt from the last batch); it never happens while one
     /// writer commits alone. In nanoseconds.
     static let gatherDelay: Int64 = 200_000
+
+    /// How long a task polls a writer lock another transaction holds before it gives up and waits on
+    /// a store thread: a commit holds it for a few µs, and the two cooperative threads of a 2-core
+    /// machine committing in turn meet there often; a long body is not waited for.
+    static let uncontendedSpin: UInt64 = 20_000
 
     init(core: Core, log: WriteAheadLog, packs: PackStore, records: SortedMap<String, Record>, limits: Store.Limits,
          durability: Store.Durability, packBytesLimit: Int, metrics: StoreMetrics, logger: Logger, clock: @escaping @Sendable () -> UInt32) {
@@ -80,10 +101,32 @@ final class CommitPipeline: Sendable {
     /// committed anything. Returns once the commit (or, for a transaction that changed nothing, the
     /// state it saw) is durable, or written with ``Store/Durability/none``.
     func write<T>(_ body: (inout Transaction) throws -> T) throws -> (result: T, committed: Bool) {
+        let (result, committed, flushTo) = try writeWithoutFlushing(body)
+        try flush(upTo: flushTo, synchronously: durability == .full)
+        return (result, committed)
+    }
+
+    /// ``write(_:)`` up to the flush: runs `body` and appends its commit; returns its result, whether
+    /// it committed anything, and the LSN that must be flushed (``flush(upTo:synchronously:)`` or
+    /// ``whenFlushed(upTo:_:)``) before the caller learns of it.
+    func writeWithoutFlushing<T>(_ body: (inout Transaction) throws -> T) throws -> (result: T, committed: Bool, flushTo: UInt64) {
+        writer.lock()
+        return try writeLocked(body)
+    }
+
+    /// ``writeWithoutFlushing(_:)`` if no transaction is running, or one ends within
+    /// ``uncontendedSpin``; nil (and `body` not run) otherwise: for a caller that must not wait for
+    /// the writer lock (a task on the cooperative pool).
+    func writeWithoutFlushingIfUncontended<T>(_ body: (inout Transaction) throws -> T) throws -> (result: T, committed: Bool, flushTo: UInt64)? {
+        guard SpinWait.until(nanoseconds: Self.uncontendedSpin, { writer.tryLock() }) else { return nil }
+        return try writeLocked(body)
+    }
+
+    /// ``writeWithoutFlushing(_:)`` once the writer lock is taken; releases it.
+    private func writeLocked<T>(_ body: (inout Transaction) throws -> T) throws -> (result: T, committed: Bool, flushTo: UInt64) {
         let result: T
         let flushTo: UInt64
         let committed: Bool
-        writer.lock()
         do {
             // Released before the flush, so the next transaction joins this one's group commit.
             defer { writer.unlock() }
@@ -105,8 +148,7 @@ final class CommitPipeline: Sendable {
                 committed = true
             }
         }
-        try flush(upTo: flushTo, synchronously: durability == .full)
-        return (result, committed)
+        return (result, committed, flushTo)
     }
 
     /// Applies and logs a transaction's changes under the core lock; returns the commit's LSN.
@@ -167,6 +209,71 @@ final class CommitPipeline: Sendable {
         publish(upTo: lsn, synchronously: synchronously)
     }
 
+    /// Calls `done` once the log covers `lsn` as ``Store/Configuration/durability`` asks and what it
+    /// covers is published (nil), or with the log's failure, without holding a thread meanwhile: the
+    /// leader of the covering batch calls it, on its own thread. When no one leads, `leader` is given
+    /// the work of leading: it runs it here (a thread that may block), or hands it to a thread that
+    /// may (a task on the cooperative pool must not write or sync the log). A leader goes on leading
+    /// while committers wait this way.
+    ///
+    /// Each committer of the async API thereby costs at most one wake-up (its task's), where waiting
+    /// on a thread costs two (the thread's, then the task's).
+    func whenFlushed(upTo lsn: UInt64, leader: @Sendable (@escaping @Sendable () -> Void) -> Void,
+                     _ done: @escaping @Sendable ((any Error)?) -> Void) {
+        callbacks.withLock { callbacks in
+            callbacks.append(FlushCallback(lsn: lsn, done: done))
+            callbackCount.store(callbacks.count, ordering: .sequentiallyConsistent)
+        }
+        // Registered first: a leader that stops after this check finds the callback (`stopLeading`).
+        guard !leading.load(ordering: .sequentiallyConsistent),
+              leaderRequested.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged
+        else { return }
+        leader { [self] in
+            leaderRequested.store(false, ordering: .sequentiallyConsistent)
+            leadForCallbacks()
+        }
+    }
+
+    /// Leads batches while committers wait for callbacks and no one else leads, calling back those each
+    /// batch covers. A committer registers and then tries to lead; a leader gives up the lead and then
+    /// looks for committers: with sequentially consistent atomics one of the two sees the other, so
+    /// no committer is left without a leader.
+    private func leadForCallbacks() {
+        let synchronously = durability == .full
+        while callbackCount.load(ordering: .sequentiallyConsistent) > 0, startLeading() {
+            defer { releaseLead() }
+            guard callBack() else { continue }
+            do {
+                if synchronously { gather() }
+                try leadBatch(synchronously: synchronously)
+                callBack()
+            } catch {
+                logger.error("the write-ahead log could not be written or synced", metadata: ["path": "\(log.directory)", "error": "\(error)"])
+                callBack(failure: error)
+            }
+        }
+    }
+
+    /// Calls back the committers the log covers (all of them with `failure`, or the log's failure once
+    /// it has failed); returns whether any remain.
+    @discardableResult
+    private func callBack(failure: (any Error)? = nil) -> Bool {
+        let failure = failure ?? (log.hasFailed ? log.currentFailure : nil)
+        let covered = durability == .full ? log.durableLSN : log.writtenLSN
+        let (due, remaining) = callbacks.withLock { callbacks in
+            var due: [FlushCallback] = []
+            if failure != nil || callbacks.contains(where: { $0.lsn <= covered }) {
+                due = callbacks.filter { failure != nil || $0.lsn <= covered }
+                callbacks.removeAll { failure != nil || $0.lsn <= covered }
+                callbackCount.store(callbacks.count, ordering: .sequentiallyConsistent)
+            }
+            return (due, callbacks.count)
+        }
+        if failure == nil, let last = due.map(\.lsn).max() { publish(upTo: last, synchronously: durability == .full) }
+        for callback in due { callback.done(failure) }
+        return remaining > 0
+    }
+
     /// Everything appended so far, flushed as ``Store/Configuration/durability`` asks.
     func flushAppended() throws {
         try flush(upTo: log.appendedLSN, synchronously: durability == .full)
@@ -203,8 +310,18 @@ final class CommitPipeline: Sendable {
         leading.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged
     }
 
-    /// Gives up the lead and wakes everyone waiting for it.
+    /// Gives up the lead and wakes everyone waiting for it; committers waiting for callbacks that the
+    /// last batch did not cover get a leader on a thread of the system's, not this caller's (a thread
+    /// waiting for its own commit must not be kept leading for others).
     private func stopLeading() {
+        releaseLead()
+        guard callbackCount.load(ordering: .sequentiallyConsistent) > 0 else { return }
+        callBack()
+        guard callbackCount.load(ordering: .sequentiallyConsistent) > 0 else { return }
+        DispatchQueue.global().async { self.leadForCallbacks() }
+    }
+
+    private func releaseLead() {
         leading.store(false, ordering: .sequentiallyConsistent)
         leaderStopped.notifyAll()
     }

@@ -39,6 +39,17 @@ package protocol StoreEngine: AnyObject, Sendable {
     /// ``Store/write(_:)``. An engine whose commits can conflict with another instance's may run
     /// `body` again on a newer state (DESIGN.md, ContentStoreCluster).
     func write<T>(_ body: (inout Transaction) throws -> T) throws -> T
+    /// ``Store/write(_:)`` for a caller that must not hold a thread until the commit is durable (the
+    /// async twin): runs `body` and commits on the calling thread, and returns its result with the
+    /// wait for durability still to come. The default waits here, as ``write(_:)`` does.
+    func writeDeferringAcknowledgment<T: Sendable>(_ body: (inout Transaction) throws -> T) throws -> PendingResult<T>
+    /// ``writeDeferringAcknowledgment(_:)`` on a thread that must not block (a task's): runs `body` and
+    /// commits only if that needs no wait for another transaction, else returns nil without running
+    /// `body`. Any I/O the commit needs is handed to `leader`, which runs it on a thread that may block.
+    /// The default always returns nil.
+    func writeIfUncontended<T: Sendable>(
+        _ body: (inout Transaction) throws -> T, leader: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void
+    ) throws -> PendingResult<T>?
 
     /// ``Store/collectGarbage(_:progress:)``.
     func collectGarbage(_ options: GarbageCollectionOptions, progress: ((MaintenanceProgress) -> Void)?) throws -> GarbageCollectionReport
@@ -50,6 +61,36 @@ package protocol StoreEngine: AnyObject, Sendable {
     func statistics() throws -> Statistics
     /// ``Store/close()``: idempotent; every later call throws `closed`.
     func close() throws
+}
+
+extension StoreEngine {
+    package func writeDeferringAcknowledgment<T: Sendable>(_ body: (inout Transaction) throws -> T) throws -> PendingResult<T> {
+        PendingResult(try write(body))
+    }
+
+    package func writeIfUncontended<T: Sendable>(
+        _ body: (inout Transaction) throws -> T, leader: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void
+    ) throws -> PendingResult<T>? {
+        nil
+    }
+}
+
+/// A result computed now and due later (a commit's, once it is durable): the value, and how to
+/// learn when the caller may have it, without a thread waiting meanwhile.
+package struct PendingResult<T: Sendable>: Sendable {
+    package let value: T
+    /// Calls its argument once `value` is due (nil), or with the error the caller gets instead.
+    package let whenDue: @Sendable (_ due: @escaping @Sendable ((any Error)?) -> Void) -> Void
+
+    package init(_ value: T, whenDue: @escaping @Sendable (_ due: @escaping @Sendable ((any Error)?) -> Void) -> Void) {
+        self.value = value
+        self.whenDue = whenDue
+    }
+
+    /// A value due at once.
+    package init(_ value: T) {
+        self.init(value) { due in due(nil) }
+    }
 }
 
 /// A consistent view of records: what a ``Snapshot`` and a ``Transaction`` read. Keys are validated

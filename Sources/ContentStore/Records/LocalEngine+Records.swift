@@ -46,4 +46,40 @@ extension LocalEngine {
         }
         return result
     }
+
+    /// ``write(_:)`` with the wait for durability left to the leader of the covering batch, which calls
+    /// back on its own thread: the async twin's thread goes back to its pool at once.
+    func writeDeferringAcknowledgment<T: Sendable>(_ body: (inout Transaction) throws -> T) throws -> PendingResult<T> {
+        try checkOpen()
+        let started = ContinuousClock.now
+        let written = try commits.writeWithoutFlushing(body)
+        return acknowledgment(of: written, since: started) { lead in lead() }
+    }
+
+    /// ``writeDeferringAcknowledgment(_:)`` on the calling task, if no transaction is running (nil,
+    /// `body` not run, otherwise); a batch that must be led for it is led by `leader`.
+    func writeIfUncontended<T: Sendable>(
+        _ body: (inout Transaction) throws -> T, leader: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void
+    ) throws -> PendingResult<T>? {
+        try checkOpen()
+        let started = ContinuousClock.now
+        guard let written = try commits.writeWithoutFlushingIfUncontended(body) else { return nil }
+        return acknowledgment(of: written, since: started, leader: leader)
+    }
+
+    /// The result of a written transaction, due once its flush is done; counts the commit then.
+    private func acknowledgment<T: Sendable>(
+        of written: (result: T, committed: Bool, flushTo: UInt64), since started: ContinuousClock.Instant,
+        leader: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void
+    ) -> PendingResult<T> {
+        PendingResult(written.result) { [self] due in
+            commits.whenFlushed(upTo: written.flushTo, leader: leader) { [self] failure in
+                if failure == nil, written.committed {
+                    scheduleCheckpointIfNeeded()
+                    noteCommit(since: started)
+                }
+                due(failure)
+            }
+        }
+    }
 }

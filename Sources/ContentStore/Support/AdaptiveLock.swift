@@ -32,5 +32,8 @@ final class AdaptiveLock: @unchecked Sendable {
 
     func lock() { pthread_mutex_lock(mutex) }
 
+    /// Takes the lock if no one holds it; returns whether it did.
+    func tryLock() -> Bool { pthread_mutex_trylock(mutex) == 0 }
+
     func unlock() { pthread_mutex_unlock(mutex) }
 }
