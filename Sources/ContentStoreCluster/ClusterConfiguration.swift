@@ -26,6 +26,10 @@ public struct ClusterConfiguration: Sendable {
     /// How long one request to either service may take before it counts as `unavailable`.
     /// Default 30 seconds.
     public var requestTimeout: Duration
+    /// The size a pack object is filled to before it is uploaded: a streaming put uploads its
+    /// chunks in packs of this size (its memory holds about one), and the collector moves inline
+    /// blobs into a pack once this many bytes of them have accumulated. Default 8 MiB.
+    public var packSizeTarget: Int
 
     /// A configuration with the defaults above; credentials come from the environment.
     public init(databaseURL: String, objectStoreEndpoint: URL, bucket: String) {
@@ -39,6 +43,7 @@ public struct ClusterConfiguration: Sendable {
         self.cacheDirectory = nil
         self.maximumDatabaseConnections = 8
         self.requestTimeout = .seconds(30)
+        self.packSizeTarget = 8 << 20
     }
 }
 

@@ -48,6 +48,7 @@ final class ClusterEngine: StoreEngine {
         guard configuration.garbageGracePeriod >= .zero else {
             throw StoreError(code: .invalidArgument, message: "the grace period is negative")
         }
+        try Self.validateChunking(configuration, cluster)
         let database = try ClusterDatabase(url: cluster.databaseURL, maximumConnections: cluster.maximumDatabaseConnections,
                                            requestTimeout: cluster.requestTimeout, logger: configuration.logger)
         let objects: S3Client
