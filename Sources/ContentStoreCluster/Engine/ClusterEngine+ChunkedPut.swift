@@ -93,7 +93,12 @@ extension ClusterEngine {
         let lease = try takeLease("put")
         defer { withExtendedLifetime(lease) {} }
         let chunker = Chunker(configuration.chunking)
-        var upload = ChunkedUpload()
+        // The target, the chunk that crosses it, and the index of chunks of the minimum size: the
+        // buffer does not grow by copying unless chunks compress far below that size.
+        let entries = cluster.packSizeTarget / configuration.chunking.minimumSize + 1
+        var upload = ChunkedUpload(pack: PendingPack(capacity: cluster.packSizeTarget + configuration.chunking.maximumSize
+                                       + entries * (ClusterPackFormat.entryHeaderSize + ClusterPackFormat.indexRowSize)
+                                       + ClusterPackFormat.trailerSize))
         var hasher = SHA256.Hasher()
         if knownDigest == nil { prefix.withUnsafeBytes { hasher.update($0) } }
         var carry = prefix
@@ -226,7 +231,7 @@ struct NodeRow: Sendable {
 
 /// The state of one chunked put between batches.
 private struct ChunkedUpload {
-    var pack = PendingPack()
+    var pack: PendingPack
     var manifest = ManifestBuilder()
     var nodes: [NodeRow] = []
 }

@@ -83,9 +83,16 @@ struct PendingPack {
         var offset: Int64
     }
 
-    private var builder = ClusterPackFormat.Builder()
+    private var builder: ClusterPackFormat.Builder
     private(set) var rows: [Row] = []
     private var digests = Set<Digest>()
+    private let capacity: Int
+
+    /// A pending pack whose buffer is allocated once for about `capacity` bytes (0: grown as needed).
+    init(capacity: Int = 0) {
+        self.capacity = capacity
+        builder = capacity > 0 ? ClusterPackFormat.Builder(reservingCapacity: capacity) : ClusterPackFormat.Builder()
+    }
 
     /// Bytes of entries so far (the index and trailer add 56 bytes per blob and 32).
     var byteCount: Int { builder.bytes.count }
@@ -106,7 +113,7 @@ struct PendingPack {
     /// The sealed pack object; the pending pack is empty afterwards.
     mutating func take() -> (bytes: [UInt8], rows: [Row]) {
         let taken = (builder.finish(), rows)
-        self = PendingPack()
+        self = PendingPack(capacity: capacity)
         return taken
     }
 }

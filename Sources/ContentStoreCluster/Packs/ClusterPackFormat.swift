@@ -53,6 +53,14 @@ enum ClusterPackFormat {
         private(set) var bytes: [UInt8] = []
         private(set) var index: [IndexRow] = []
 
+        init() {}
+
+        /// A builder whose buffer is allocated once for a pack of about `capacity` bytes, so
+        /// filling it never copies it to grow.
+        init(reservingCapacity capacity: Int) {
+            bytes.reserveCapacity(capacity)
+        }
+
         /// Appends `entry`; returns its index row (its offset is what `blobs.pack_offset` stores).
         @discardableResult
         mutating func append(_ entry: Entry) -> IndexRow {
