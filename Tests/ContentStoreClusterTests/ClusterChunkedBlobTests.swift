@@ -25,10 +25,11 @@ struct ClusterChunkedBlobTests {
             #expect(digest == expected)
             #expect(store.info(for: digest)?.size == size)
             #expect(try hashFile(exported) == expected)
-            // A put: one read batch, one pack of 8 MiB and the copies its upload makes (about 40 MiB
-            // measured); an export: one leaf's chunks. Neither grows with the content.
-            #expect(putPeak < size / 3, "a put of \(size) bytes raised the peak resident memory by \(putPeak) bytes")
-            #expect(exportPeak < size / 3, "an export of \(size) bytes raised the peak resident memory by \(exportPeak) bytes")
+            // A put: one read batch, one pack of 8 MiB and the copies its upload makes, plus what
+            // malloc keeps in its arenas (40 to 61 MiB measured); an export: one leaf's chunks (under
+            // 2 MiB measured). Neither grows with the content; holding it would take 160 MiB.
+            #expect(putPeak < size / 2, "a put of \(size) bytes raised the peak resident memory by \(putPeak) bytes")
+            #expect(exportPeak < size / 8, "an export of \(size) bytes raised the peak resident memory by \(exportPeak) bytes")
             // The same chunks and digest as the embedded store's chunker gives.
             let chunks = try chunkDigests(of: file)
             let stored = try await rows(cluster, "SELECT digest FROM contentstore.blobs WHERE children IS NULL")
@@ -148,7 +149,7 @@ struct ClusterChunkedBlobTests {
         }
     }
 
-    @Test func putAndExportLeasesHoldOffACollectorWithNoGracePeriod() async throws {
+    @Test func putAndExportLeasesHoldOffACollectorWithAShortGracePeriod() async throws {
         var configuration = StoreLocation.configuration
         configuration.garbageGracePeriod = .zero
         try await withClusterStore(configuration: configuration, packSizeTarget: 256 << 10) { store, cluster, directory in
@@ -156,29 +157,17 @@ struct ClusterChunkedBlobTests {
             let expected = try writeFile(file, size: 24 << 20, seed: 5)
             let collector = try await StoreLocation(backend: .cluster, cluster: cluster).open(configuration)
             defer { try? collector.close() }
-            let stop = StopFlag()
-            async let collections: Int = onThread {
-                var count = 0
-                while !stop.isSet || count == 0 {
-                    _ = try collector.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero))
-                    count += 1
-                }
-                return count
-            }
+            // Between a put's return and the commit referencing it only the grace period protects
+            // a blob, as in the embedded store: the loops use 2 s, far shorter than the put and the
+            // export of 24 MiB in 256 KiB packs, but longer than the commit that follows the put.
+            let digest = try await collecting(with: collector) { try await onThread { try store.put(contentsOf: file) } }
+            try await onThread { try store.write { try $0.setRecord(Record(references: [digest]), forKey: "slow") } }
             let exported = directory.appendingPathComponent("exported")
-            let digest: Digest
-            do {
-                digest = try await onThread { try store.put(contentsOf: file) }
-                try await onThread { try store.write { try $0.setRecord(Record(references: [digest]), forKey: "slow") } }
+            try await collecting(with: collector) {
                 async let export: Void = onThread { try store.export(digest, to: exported) }
                 try await onThread { try store.write { try $0.removeRecord(forKey: "slow") } }
                 try await export
-            } catch {
-                stop.set()
-                throw error
             }
-            stop.set()
-            #expect(try await collections > 1)
             #expect(digest == expected)
             #expect(try hashFile(exported) == expected)
             // Once the leases are gone, the unreferenced blob and all its pieces are collected.
@@ -191,6 +180,28 @@ struct ClusterChunkedBlobTests {
     }
 
     // MARK: - Helpers
+
+    /// Runs `body` while `collector` collects with a 2 s grace period in a loop (at least once) on a thread.
+    private func collecting<T: Sendable>(with collector: Store, _ body: () async throws -> T) async throws -> T {
+        let stop = StopFlag()
+        async let collections: Int = onThread {
+            var count = 0
+            while !stop.isSet || count == 0 {
+                _ = try collector.collectGarbage(GarbageCollectionOptions(gracePeriod: .seconds(2)))
+                count += 1
+            }
+            return count
+        }
+        do {
+            let result = try await body()
+            stop.set()
+            #expect(try await collections > 0)
+            return result
+        } catch {
+            stop.set()
+            throw error
+        }
+    }
 
     /// Runs Tests/ClusterWorkload with `arguments` on `cluster`; returns what it printed.
     private func runWorkload(_ arguments: [String], cluster: ClusterConfiguration) async throws -> String {
