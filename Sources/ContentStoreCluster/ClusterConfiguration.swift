@@ -36,6 +36,10 @@ public struct ClusterConfiguration: Sendable {
     /// renewal; the instance renews its leases every quarter of it. A snapshot whose lease could
     /// not be renewed in time fails its blob reads with `unavailable`. Default 2 minutes.
     public var leaseDuration: Duration
+    /// The size a pack object is filled to before it is uploaded: a streaming put uploads its
+    /// chunks in packs of this size (its memory holds about one), and the collector moves inline
+    /// blobs into a pack once this many bytes of them have accumulated. Default 8 MiB.
+    public var packSizeTarget: Int
 
     /// A configuration with the defaults above; credentials come from the environment.
     public init(databaseURL: String, objectStoreEndpoint: URL, bucket: String) {
@@ -51,6 +55,7 @@ public struct ClusterConfiguration: Sendable {
         self.requestTimeout = .seconds(30)
         self.commitResolutionTimeout = .seconds(300)
         self.leaseDuration = .seconds(120)
+        self.packSizeTarget = 8 << 20
     }
 }
 

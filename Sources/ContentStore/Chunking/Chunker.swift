@@ -19,7 +19,7 @@
 /// ``GearTable`` and on every rule above, so changing either stops new data from deduplicating
 /// against stored data. `Docs/chunking.md` has the exact rules, the measurements behind
 /// ``ChunkingParameters/default`` and the known-answer vector.
-struct Chunker: Sendable {
+package struct Chunker: Sendable {
     /// The parameters this chunker was made with (always valid).
     let parameters: ChunkingParameters
 
@@ -39,7 +39,7 @@ struct Chunker: Sendable {
     /// Makes a chunker for parameters already validated. Passing parameters that fail
     /// ``ChunkingParameters/validate()`` is a programming error and traps; values that come from a
     /// user go through ``init(validating:)`` instead.
-    init(_ parameters: ChunkingParameters) {
+    package init(_ parameters: ChunkingParameters) {
         precondition(parameters.isValid, "invalid chunking parameters \(parameters); validate them first")
         self.parameters = parameters
         minimumSize = parameters.minimumSize
@@ -70,7 +70,7 @@ struct Chunker: Sendable {
     ///
     /// The answer never changes when more bytes are appended, so a streaming caller can feed any
     /// amount; feeding at least `maximumSize` bytes (except at the end) avoids re-scanning.
-    func nextChunkLength(in bytes: UnsafeRawBufferPointer, isFinal: Bool) -> Int? {
+    package func nextChunkLength(in bytes: UnsafeRawBufferPointer, isFinal: Bool) -> Int? {
         let count = bytes.count
         guard count > 0, let base = bytes.baseAddress else { return nil }
         if count < minimumSize { return isFinal ? count : nil }

@@ -100,7 +100,7 @@ public struct ChunkingParameters: Hashable, Sendable {
     }
 
     /// Whether ``validate()`` would succeed.
-    var isValid: Bool {
+    package var isValid: Bool {
         do {
             try validate()
             return true

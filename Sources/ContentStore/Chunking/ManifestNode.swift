@@ -12,14 +12,19 @@
 /// Nodes end where an entry's digest has its low ``boundaryBits`` bits clear (or at
 /// ``maximumEntryCount``): the split depends on the entries alone, so two versions of a file that
 /// differ in one chunk share every node except those on the path from that chunk to the root.
-struct ManifestNode: Equatable, Sendable {
-    struct Entry: Equatable, Sendable {
-        var digest: Digest
-        var length: UInt64
+package struct ManifestNode: Equatable, Sendable {
+    package struct Entry: Equatable, Sendable {
+        package var digest: Digest
+        package var length: UInt64
+
+        package init(digest: Digest, length: UInt64) {
+            self.digest = digest
+            self.length = length
+        }
     }
 
-    var level: UInt8
-    var entries: [Entry]
+    package var level: UInt8
+    package var entries: [Entry]
 
     static let version: UInt8 = 1
     static let headerSize = 16
@@ -33,10 +38,10 @@ struct ManifestNode: Equatable, Sendable {
     /// Prefixed to a node's bytes before hashing, for ``digest(of:)``.
     static let domain: [UInt8] = Array("ContentStore manifest node\0".utf8)
 
-    var totalLength: UInt64 { entries.reduce(0) { $0 &+ $1.length } }
+    package var totalLength: UInt64 { entries.reduce(0) { $0 &+ $1.length } }
 
     /// The key of a non-root node: SHA-256 over ``domain`` and the node's bytes.
-    static func digest(of encoded: UnsafeRawBufferPointer) -> Digest {
+    package static func digest(of encoded: UnsafeRawBufferPointer) -> Digest {
         var hasher = SHA256.Hasher()
         domain.withUnsafeBytes { hasher.update($0) }
         hasher.update(encoded)
@@ -48,7 +53,7 @@ struct ManifestNode: Equatable, Sendable {
         digest.withUnsafeBytes { $0[Digest.byteCount - 1] } & UInt8(1 << boundaryBits - 1) == 0
     }
 
-    func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var writer = ByteWriter(capacity: Self.headerSize + entries.count * Self.entrySize)
         writer.append(Self.version)
         writer.append(level)
@@ -62,10 +67,10 @@ struct ManifestNode: Equatable, Sendable {
         return writer.bytes
     }
 
-    struct Malformed: Error, CustomStringConvertible { var description: String }
+    package struct Malformed: Error, CustomStringConvertible { package var description: String }
 
     /// Decodes a node, checking every field a writer fills: version, counts, lengths and total.
-    static func decode(_ bytes: UnsafeRawBufferPointer) throws(Malformed) -> ManifestNode {
+    package static func decode(_ bytes: UnsafeRawBufferPointer) throws(Malformed) -> ManifestNode {
         var reader = ByteReader(bytes)
         do {
             guard try reader.read(UInt8.self) == version else { throw Malformed(description: "unknown manifest node version") }
@@ -98,19 +103,21 @@ struct ManifestNode: Equatable, Sendable {
 
 /// Builds a manifest tree bottom-up as chunks arrive, emitting each node once it is complete
 /// (children before parents), so a put holds only the unfinished node of each level.
-struct ManifestBuilder {
+package struct ManifestBuilder {
     /// A finished node, its bytes and the key it is stored under.
-    struct Output {
-        var node: ManifestNode
-        var encoded: [UInt8]
-        var digest: Digest
+    package struct Output {
+        package var node: ManifestNode
+        package var encoded: [UInt8]
+        package var digest: Digest
     }
 
     private var pending: [[ManifestNode.Entry]] = []
     private var emittedCount: [Int] = []
 
+    package init() {}
+
     /// Adds the next chunk; returns the nodes that became complete.
-    mutating func append(chunk: ManifestNode.Entry) -> [Output] {
+    package mutating func append(chunk: ManifestNode.Entry) -> [Output] {
         var output: [Output] = []
         append(chunk, level: 0, into: &output)
         return output
@@ -118,7 +125,7 @@ struct ManifestBuilder {
 
     /// Completes the tree: the nodes still open, then the root (level and entries; its key is the
     /// content's digest, which the caller knows). Requires at least one chunk.
-    mutating func finish() -> (nodes: [Output], root: ManifestNode) {
+    package mutating func finish() -> (nodes: [Output], root: ManifestNode) {
         var output: [Output] = []
         var level = 0
         while true {

@@ -1,33 +1,33 @@
 internal import COpenSSLCrypto
 
 /// SHA-256 through OpenSSL's EVP interface, which uses the CPU's SHA extensions where present.
-enum SHA256 {
+package enum SHA256 {
     /// Fetched once: an implicit fetch on every call costs more than hashing a small blob.
     nonisolated(unsafe) private static let algorithm: OpaquePointer = EVP_MD_fetch(nil, "SHA256", nil) ?? EVP_sha256()
 
-    static func hash(_ bytes: UnsafeRawBufferPointer) -> Digest {
+    package static func hash(_ bytes: UnsafeRawBufferPointer) -> Digest {
         var hasher = Hasher()
         hasher.update(bytes)
         return hasher.finalize()
     }
 
     /// An incremental hasher for content that arrives in pieces (streamed files, chunked blobs).
-    struct Hasher: ~Copyable {
+    package struct Hasher: ~Copyable {
         private let context: OpaquePointer
 
-        init() {
+        package init() {
             context = EVP_MD_CTX_new()
             EVP_DigestInit_ex(context, SHA256.algorithm, nil)
         }
 
         deinit { EVP_MD_CTX_free(context) }
 
-        mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        package mutating func update(_ bytes: UnsafeRawBufferPointer) {
             guard let base = bytes.baseAddress, bytes.count > 0 else { return }
             EVP_DigestUpdate(context, base, bytes.count)
         }
 
-        consuming func finalize() -> Digest {
+        package consuming func finalize() -> Digest {
             // On the stack: an array here would be an allocation per hash.
             var output: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
             var length: UInt32 = 0

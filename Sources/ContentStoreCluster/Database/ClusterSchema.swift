@@ -61,6 +61,9 @@ enum ClusterSchema {
             ref_count bigint NOT NULL DEFAULT 0 CHECK (ref_count >= 0),
             zero_since timestamptz,
             freshened_at timestamptz NOT NULL DEFAULT now(),
+            children bytea CHECK (octet_length(children) % 32 = 0),
+            content_size bigint CHECK (content_size >= 0),
+            CHECK (content_size IS NULL OR children IS NOT NULL),
             CHECK ((pack_id IS NULL) = (pack_offset IS NULL)),
             CHECK ((pack_id IS NULL) <> (inline_data IS NULL)),
             CHECK ((ref_count = 0) = (zero_since IS NOT NULL))

@@ -11,34 +11,45 @@ import PostgresNIO
 extension ClusterEngine {
     func put(_ data: Data) throws -> Digest {
         try checkOpen()
+        if data.count > configuration.chunkingThreshold { return try putChunked(data) }
         guard data.count <= limits.maximumBlobSize else {
             throw StoreError(code: .limitExceeded, message: "a blob of \(data.count) bytes exceeds the limit of \(limits.maximumBlobSize)")
         }
         let digest = Digest.sha256(data)
         if try freshen(digest) { return digest }
-        let (codec, stored) = encode(data)
+        let (codec, stored) = data.withUnsafeBytes { encode($0) }
         if stored.count <= Self.inlineLimit {
             try insertInline(digest, logicalSize: data.count, codec: codec, stored: stored)
         } else {
-            try uploadPack(digest, logicalSize: data.count, codec: codec, stored: stored)
+            let lease = try takeLease("put")
+            defer { withExtendedLifetime(lease) {} }
+            var pack = PendingPack()
+            pack.append(digest, logicalSize: data.count, codec: codec, stored: stored)
+            let (bytes, rows) = pack.take()
+            try wait {
+                try await self.uploadPack(bytes, blobCount: 1) { connection, packID in
+                    try await self.insertPackedRows(rows, packID: packID, on: connection)
+                }
+            }
         }
         return digest
     }
 
     func put(contentsOf file: URL) throws -> Digest {
         try checkOpen()
-        let data: Data
-        do {
-            data = try Data(contentsOf: file, options: .mappedIfSafe)
-        } catch {
-            throw StoreError(code: .io, message: "cannot read \(file.path)", path: file.path, cause: error)
-        }
-        return try put(data)
+        return try putStreaming(contentsOf: file)
+    }
+
+    /// A lease of `kind` (§6.2) for a put or export in progress: the collector spares what became
+    /// garbage, or was put or freshened, since it was taken, however short the grace period.
+    func takeLease(_ kind: String) throws -> Lease {
+        let database = database
+        return try wait { try await database.run("take a \(kind) lease") { try await self.takeLease(kind, on: $0) } }
     }
 
     /// §3.1 step 2: true when the store holds `digest`, whose grace period now restarts. The update
     /// takes the row lock, so it serializes with the collector's delete of the row.
-    private func freshen(_ digest: Digest) throws -> Bool {
+    func freshen(_ digest: Digest) throws -> Bool {
         try query("freshen a blob") { connection in
             let rows = try await connection.query(
                 "UPDATE contentstore.blobs SET freshened_at = now() WHERE digest = \(digest.buffer) RETURNING 1", logger: self.logger)
@@ -48,10 +59,10 @@ extension ClusterEngine {
     }
 
     /// zstd when it saves at least 1/16 of the bytes, raw otherwise (as the embedded store).
-    private func encode(_ data: Data) -> (ClusterPackFormat.Codec, [UInt8]) {
-        let compressed = data.withUnsafeBytes { Zstd.compress($0, level: configuration.compressionLevel) }
-        if let compressed, compressed.count <= data.count - data.count / 16 { return (.zstd, compressed) }
-        return (.raw, [UInt8](data))
+    func encode(_ bytes: UnsafeRawBufferPointer) -> (ClusterPackFormat.Codec, [UInt8]) {
+        let compressed = Zstd.compress(bytes, level: configuration.compressionLevel)
+        if let compressed, compressed.count <= bytes.count - bytes.count / 16 { return (.zstd, compressed) }
+        return (.raw, [UInt8](bytes))
     }
 
     private func insertInline(_ digest: Digest, logicalSize: Int, codec: ClusterPackFormat.Codec, stored: [UInt8]) throws {
@@ -61,54 +72,6 @@ extension ClusterEngine {
                 VALUES (\(digest.buffer), \(Int64(logicalSize)), \(Int64(stored.count)), \(Int16(codec.rawValue)), \(ByteBuffer(bytes: stored)), \
                 0, now(), now()) ON CONFLICT (digest) DO UPDATE SET freshened_at = now()
                 """, logger: self.logger)
-        }
-    }
-
-    /// §3.1 step 4: the intent row, the upload, then the pack's row turns live with its blob's row
-    /// in one transaction. A pack whose blob another instance registered first holds no live blob
-    /// and is collected.
-    private func uploadPack(_ digest: Digest, logicalSize: Int, codec: ClusterPackFormat.Codec, stored: [UInt8]) throws {
-        var builder = ClusterPackFormat.Builder()
-        let row = digest.withUnsafeBytes { digestBytes in
-            builder.append(.init(digest: [UInt8](digestBytes), codec: codec, logicalLength: UInt64(logicalSize), stored: stored))
-        }
-        let pack = builder.finish()
-        // The content hash names the bytes; the intent's own id keeps two intents of identical bytes
-        // (the same blob put twice, one copy condemned meanwhile) from sharing an object.
-        let contentHex = Digest.sha256(pack).hex
-        let objectKey = "packs/\(contentHex.prefix(2))/\(contentHex)-\(UUID().uuidString.lowercased().prefix(8)).pack"
-        let instanceID = instanceID
-        let packID: Int64 = try query("register a pack upload") { connection in
-            let rows = try await connection.query("""
-                INSERT INTO contentstore.packs (object_key, state, size, blob_count, instance_id) \
-                VALUES (\(objectKey), 0, \(Int64(pack.count)), 1, \(instanceID)) RETURNING id
-                """, logger: self.logger)
-            for try await id in rows.decode(Int64.self) { return id }
-            throw StoreError(code: .io, message: "PostgreSQL returned no id for pack \(objectKey)")
-        }
-        let objects = objects
-        _ = try wait { try await objects.put(objectKey, bytes: pack, ifAbsent: true) }
-        try query("register an uploaded pack") { connection in
-            try await connection.query("BEGIN", logger: self.logger)
-            do {
-                var registered = false
-                for try await _ in try await connection.query(
-                    "UPDATE contentstore.packs SET state = 1 WHERE id = \(packID) AND state = 0 RETURNING 1", logger: self.logger
-                ).decode(Int32.self) { registered = true }
-                guard registered else {
-                    throw StoreError(code: .io, message: "the upload intent of pack \(objectKey) was collected before the upload finished "
-                                     + "(the grace period is shorter than the upload); nothing was stored", path: objectKey)
-                }
-                try await connection.query("""
-                    INSERT INTO contentstore.blobs (digest, logical_size, stored_size, codec, pack_id, pack_offset, ref_count, zero_since, freshened_at) \
-                    VALUES (\(digest.buffer), \(Int64(logicalSize)), \(Int64(stored.count)), \(Int16(codec.rawValue)), \(packID), \
-                    \(Int64(row.entryOffset)), 0, now(), now()) ON CONFLICT (digest) DO UPDATE SET freshened_at = now()
-                    """, logger: self.logger)
-                try await connection.query("COMMIT", logger: self.logger)
-            } catch {
-                _ = try? await connection.query("ROLLBACK", logger: self.logger)
-                throw error
-            }
         }
     }
 
@@ -133,13 +96,23 @@ extension ClusterEngine {
     }
 
     func export(_ digest: Digest, to file: URL) throws {
-        let data = try get(digest)
+        try checkOpen()
+        // A chunked blob is read over many requests: what becomes garbage meanwhile stays (§6.2).
+        let lease = try takeLease("export")
+        defer { withExtendedLifetime(lease) {} }
         let temporary = file.deletingLastPathComponent().appendingPathComponent(".\(file.lastPathComponent).\(UUID().uuidString)")
         do {
-            try data.write(to: temporary)
+            guard FileManager.default.createFile(atPath: temporary.path, contents: nil) else {
+                throw StoreError(code: .io, message: "cannot create \(temporary.path)", path: temporary.path)
+            }
             let handle = try FileHandle(forWritingTo: temporary)
+            defer { try? handle.close() }
+            if let data = memoryCache.blob(digest) {
+                try handle.write(contentsOf: data)
+            } else {
+                try wait { try await self.stream(digest) { try handle.write(contentsOf: $0) } }
+            }
             try handle.synchronize()
-            try handle.close()
             guard rename(temporary.path, file.path) == 0 else {
                 throw StoreError(code: .io, message: "cannot rename \(temporary.path) to \(file.path): errno \(errno)", path: file.path)
             }
@@ -172,10 +145,12 @@ extension ClusterEngine {
     }
 
     /// The committed row of `digest` (always the database, never a cache: §3.3); nil when absent.
+    /// A chunked blob's size is its content's, not its root node's.
     private func blobRow(_ digest: Digest) throws -> BlobRow? {
         try query("read a blob's row") { connection in
             let rows = try await connection.query(
-                "SELECT logical_size, stored_size, ref_count FROM contentstore.blobs WHERE digest = \(digest.buffer)", logger: self.logger)
+                "SELECT coalesce(content_size, logical_size), stored_size, ref_count FROM contentstore.blobs WHERE digest = \(digest.buffer)",
+                logger: self.logger)
             for try await (logical, stored, count) in rows.decode((Int64, Int64, Int64).self) {
                 return BlobRow(logicalSize: Int(logical), storedSize: Int(stored), refCount: Int(count))
             }
@@ -183,9 +158,28 @@ extension ClusterEngine {
         }
     }
 
-    /// The verified bytes of `digest` from the database or the object store. A pack that is gone
-    /// is looked up once more: the collector may have moved the blob meanwhile (§3.3).
+    /// The verified bytes of `digest` from the database or the object store, a chunked blob's
+    /// assembled from its chunks.
     func fetch(_ digest: Digest) async throws -> Data {
+        switch try await fetchStored(digest) {
+        case .blob(let data):
+            return data
+        case .root(let root, let size):
+            guard size <= UInt64(limits.maximumGetSize) else {
+                throw StoreError(code: .limitExceeded,
+                                 message: "blob \(digest) is \(size) bytes, over the get limit of \(limits.maximumGetSize); export it instead")
+            }
+            var data = Data(capacity: Int(size))
+            try await forEachChunk(of: digest, root: root) { data.append($0) }
+            return data
+        case .node:
+            throw StoreError(code: .notFound, message: "blob \(digest) is not in the store")
+        }
+    }
+
+    /// What the row of `digest` locates, verified. A pack that is gone is looked up once more: the
+    /// collector may have moved the blob meanwhile (§3.3).
+    func fetchStored(_ digest: Digest) async throws -> StoredBlob {
         do {
             return try await fetchOnce(digest)
         } catch let error as StoreError where error.code == .notFound && error.path != nil {
@@ -197,19 +191,19 @@ extension ClusterEngine {
         }
     }
 
-    private func fetchOnce(_ digest: Digest) async throws -> Data {
-        typealias Row = (Int64, Int64, Int16, ByteBuffer?, String?, Int64?)
+    private func fetchOnce(_ digest: Digest) async throws -> StoredBlob {
+        typealias Row = (Int64, Int64, Int16, ByteBuffer?, String?, Int64?, Bool, Int64?)
         let row: Row? = try await database.run("read a blob's location") { connection in
             let rows = try await connection.query("""
-                SELECT b.logical_size, b.stored_size, b.codec, b.inline_data, p.object_key, b.pack_offset \
+                SELECT b.logical_size, b.stored_size, b.codec, b.inline_data, p.object_key, b.pack_offset, b.children IS NOT NULL, b.content_size \
                 FROM contentstore.blobs b LEFT JOIN contentstore.packs p ON p.id = b.pack_id WHERE b.digest = \(digest.buffer)
                 """, logger: self.logger)
             for try await row in rows.decode(Row.self) { return row }
             return nil
         }
         guard let row else { throw StoreError(code: .notFound, message: "blob \(digest) is not in the store") }
-        let (logical, storedSize, codecValue, inline, objectKey, offset) = row
-        guard logical <= limits.maximumGetSize else {
+        let (logical, storedSize, codecValue, inline, objectKey, offset, isNode, contentSize) = row
+        guard isNode || logical <= limits.maximumGetSize else {
             throw StoreError(code: .limitExceeded,
                              message: "blob \(digest) is \(logical) bytes, over the get limit of \(limits.maximumGetSize); export it instead")
         }
@@ -239,10 +233,8 @@ extension ClusterEngine {
             throw StoreError(code: .corrupted, message: "blob \(digest) has no location in contentstore.blobs")
         }
         let data = try decode(stored, codec: codec, logicalSize: Int(logical), digest: digest, location: location)
-        if configuration.verifiesReads, Digest.sha256(data) != digest {
-            throw StoreError(code: .corrupted, message: "blob \(digest) in \(location) does not hash to its digest")
-        }
-        return data
+        return try StoredBlob(data, of: digest, isNode: isNode, contentSize: contentSize, location: location,
+                              verifying: configuration.verifiesReads)
     }
 
     func decode(_ stored: [UInt8], codec: ClusterPackFormat.Codec, logicalSize: Int, digest: Digest, location: String) throws -> Data {

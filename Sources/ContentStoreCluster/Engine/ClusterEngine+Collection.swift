@@ -89,12 +89,20 @@ extension ClusterEngine {
             return report
         }
         // Batches, each re-checked by PostgreSQL under the row lock (READ COMMITTED re-evaluates the
-        // outer condition for a row a commit or put changed meanwhile).
+        // outer condition for a row a commit or put changed meanwhile). A manifest node deleted
+        // releases its children in the same statement; a child left unreferenced has been garbage
+        // since its parent was (its zero_since is the parent's), so a later batch of this run can
+        // take it unless it was put again since.
         while true {
             let rows = try await connection.query("""
-                DELETE FROM contentstore.blobs WHERE digest IN (SELECT digest FROM contentstore.blobs \
+                WITH gone AS (DELETE FROM contentstore.blobs WHERE digest IN (SELECT digest FROM contentstore.blobs \
                 WHERE ref_count = 0 AND zero_since < \(horizon) AND freshened_at < \(horizon) LIMIT 1000) \
-                AND ref_count = 0 AND zero_since < \(horizon) AND freshened_at < \(horizon) RETURNING stored_size, logical_size
+                AND ref_count = 0 AND zero_since < \(horizon) AND freshened_at < \(horizon) RETURNING stored_size, logical_size, children, zero_since), \
+                released AS (SELECT substring(g.children FROM i * 32 + 1 FOR 32) AS digest, count(*) AS n, max(g.zero_since) AS since \
+                FROM gone g, generate_series(0, octet_length(g.children) / 32 - 1) AS i WHERE g.children IS NOT NULL GROUP BY 1), \
+                adjusted AS (UPDATE contentstore.blobs b SET ref_count = b.ref_count - r.n, \
+                zero_since = CASE WHEN b.ref_count = r.n THEN r.since END FROM released r WHERE b.digest = r.digest RETURNING 1) \
+                SELECT stored_size, logical_size FROM gone
                 """, logger: logger)
             var removed = 0
             for try await (stored, logical) in rows.decode((Int64, Int64).self) {
@@ -105,6 +113,7 @@ extension ClusterEngine {
             report.blobsRemoved += removed
             if removed == 0 { break }
         }
+        try await packInlineBlobs(on: connection)
         try await connection.query("""
             UPDATE contentstore.packs SET state = 2, condemned_at = now() WHERE state = 1 \
             AND NOT EXISTS (SELECT 1 FROM contentstore.blobs WHERE blobs.pack_id = packs.id)

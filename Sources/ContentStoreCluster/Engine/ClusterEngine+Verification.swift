@@ -54,7 +54,9 @@ extension ClusterEngine {
         var state = RowsState()
         let recount = try await connection.query("""
             WITH refs AS (SELECT substring(r.refs FROM i * 32 + 1 FOR 32) AS digest, r.key FROM contentstore.records r, \
-            generate_series(0, octet_length(r.refs) / 32 - 1) AS i), \
+            generate_series(0, octet_length(r.refs) / 32 - 1) AS i \
+            UNION ALL SELECT substring(m.children FROM i * 32 + 1 FOR 32), NULL FROM contentstore.blobs m, \
+            generate_series(0, octet_length(m.children) / 32 - 1) AS i WHERE m.children IS NOT NULL), \
             counted AS (SELECT digest, count(*) AS n, min(key) AS key FROM refs GROUP BY digest) \
             SELECT coalesce(b.digest, c.digest), b.ref_count, coalesce(c.n, 0), c.key FROM contentstore.blobs b \
             FULL JOIN counted c ON c.digest = b.digest WHERE b.digest IS NULL OR b.ref_count <> coalesce(c.n, 0) LIMIT 10000
@@ -62,7 +64,10 @@ extension ClusterEngine {
         for try await (digestBytes, count, recounted, key) in recount.decode((ByteBuffer, Int64?, Int64, String?).self) {
             let digest = try Digest(buffer: digestBytes, what: "contentstore.records.refs")
             if let count {
-                state.problems.append(.finding(kind: "refCount", message: "blob \(digest) has reference count \(count); records hold \(recounted) references",
+                state.problems.append(.finding(kind: "refCount", message: "blob \(digest) has reference count \(count); records and manifest nodes hold \(recounted) references",
+                                               digest: digest))
+            } else if key == nil {
+                state.problems.append(.finding(kind: "missingBlob", message: "a manifest node lists blob \(digest), which contentstore.blobs lacks",
                                                digest: digest))
             } else {
                 state.problems.append(.finding(kind: "missingBlob", message: "record \"\(key ?? "?")\" references blob \(digest), which contentstore.blobs lacks",
@@ -110,16 +115,18 @@ extension ClusterEngine {
             return [.finding(kind: "packHeader", message: error.message, path: pack.key, offset: error.offset)]
         }
         var problems: [VerificationReport.Problem] = []
-        typealias Row = (ByteBuffer, Int64, Int64, Int64, Int16)
+        typealias Row = (ByteBuffer, Int64, Int64, Int64, Int16, Bool, Int64?)
         let rows: [Row] = try await database.run("verify a pack's blobs") { connection in
             var rows: [Row] = []
-            for try await row in try await connection.query(
-                "SELECT digest, pack_offset, logical_size, stored_size, codec FROM contentstore.blobs WHERE pack_id = \(pack.id)",
+            for try await row in try await connection.query("""
+                SELECT digest, pack_offset, logical_size, stored_size, codec, children IS NOT NULL, content_size FROM contentstore.blobs \
+                WHERE pack_id = \(pack.id)
+                """,
                 logger: self.logger
             ).decode(Row.self) { rows.append(row) }
             return rows
         }
-        for (digestBytes, offset, logical, stored, codecValue) in rows {
+        for (digestBytes, offset, logical, stored, codecValue, isNode, contentSize) in rows {
             let digest = try Digest(buffer: digestBytes, what: "contentstore.blobs")
             do {
                 guard let codec = ClusterPackFormat.Codec(rawValue: UInt8(clamping: codecValue)),
@@ -132,9 +139,7 @@ extension ClusterEngine {
                 let entry = try ClusterPackFormat.parseEntry(Array(bytes[Int(offset) ..< end]), expected: expected, objectKey: pack.key)
                 let location = "pack \(pack.key) at offset \(offset)"
                 let data = try decode(entry.stored, codec: codec, logicalSize: Int(logical), digest: digest, location: location)
-                guard Digest.sha256(data) == digest else {
-                    throw StoreError(code: .corrupted, message: "blob \(digest) in \(location) does not hash to its digest", path: pack.key)
-                }
+                _ = try StoredBlob(data, of: digest, isNode: isNode, contentSize: contentSize, location: location, verifying: true)
             } catch let error as StoreError {
                 problems.append(.finding(kind: "blobData", message: error.message, path: pack.key, offset: UInt64(max(0, offset)), digest: digest))
             }
@@ -146,20 +151,20 @@ extension ClusterEngine {
     private func verifyInlineBlobs() throws -> [VerificationReport.Problem] {
         var problems: [VerificationReport.Problem] = []
         var after = ByteBuffer()
-        typealias Row = (ByteBuffer, Int64, Int16, ByteBuffer)
+        typealias Row = (ByteBuffer, Int64, Int16, ByteBuffer, Bool, Int64?)
         while true {
             let cursor = after
             let page: [Row] = try query("verify inline blobs") { connection in
                 var rows: [Row] = []
                 for try await row in try await connection.query("""
-                    SELECT digest, logical_size, codec, inline_data FROM contentstore.blobs \
+                    SELECT digest, logical_size, codec, inline_data, children IS NOT NULL, content_size FROM contentstore.blobs \
                     WHERE inline_data IS NOT NULL AND digest > \(cursor) ORDER BY digest LIMIT 500
                     """, logger: self.logger).decode(Row.self) { rows.append(row) }
                 return rows
             }
             guard let last = page.last else { return problems }
             after = last.0
-            for (digestBytes, logical, codecValue, inline) in page {
+            for (digestBytes, logical, codecValue, inline, isNode, contentSize) in page {
                 let digest = try Digest(buffer: digestBytes, what: "contentstore.blobs")
                 let location = "contentstore.blobs.inline_data"
                 do {
@@ -167,9 +172,7 @@ extension ClusterEngine {
                         throw StoreError(code: .corrupted, message: "blob \(digest) has unknown codec \(codecValue)")
                     }
                     let data = try decode(Array(inline.readableBytesView), codec: codec, logicalSize: Int(logical), digest: digest, location: location)
-                    guard Digest.sha256(data) == digest else {
-                        throw StoreError(code: .corrupted, message: "blob \(digest) in \(location) does not hash to its digest")
-                    }
+                    _ = try StoredBlob(data, of: digest, isNode: isNode, contentSize: contentSize, location: location, verifying: true)
                 } catch let error as StoreError {
                     problems.append(.finding(kind: "blobData", message: error.message, path: location, digest: digest))
                 }

@@ -52,6 +52,7 @@ final class ClusterEngine: StoreEngine {
             throw StoreError(code: .invalidArgument,
                              message: "leaseDuration and requestTimeout must be positive and commitResolutionTimeout not negative")
         }
+        try Self.validateChunking(configuration, cluster)
         let database = try ClusterDatabase(url: cluster.databaseURL, maximumConnections: cluster.maximumDatabaseConnections,
                                            requestTimeout: cluster.requestTimeout, logger: configuration.logger)
         let objects: S3Client

@@ -56,6 +56,14 @@ enum ClusterPackFormat {
         /// The pack so far.
         var bytes: [UInt8] { writer.bytes }
 
+        init() {}
+
+        /// A builder whose buffer is allocated once for a pack of about `capacity` bytes, so
+        /// filling it never copies it to grow.
+        init(reservingCapacity capacity: Int) {
+            writer = ByteWriter(capacity: capacity)
+        }
+
         /// Appends `entry`; returns its index row (its offset is what `blobs.pack_offset` stores).
         @discardableResult
         mutating func append(_ entry: Entry) -> IndexRow {
