@@ -16,7 +16,7 @@ extension ClusterEngine {
     /// flood of small puts; the next collection goes on.
     static let packsPerCollection = 16
 
-    func packInlineBlobs(on connection: PostgresConnection) async throws {
+    func packInlineBlobs(on connection: BoundedConnection) async throws {
         let target = Int64(cluster.packSizeTarget)
         for _ in 0 ..< Self.packsPerCollection {
             var inlineBytes: Int64 = 0
