@@ -45,6 +45,17 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
+        // issue 20's and 21's targets: StateLens and Persist against a durable 1 KiB commit, rounds interleaved.
+        .executableTarget(
+            name: "facadespeed",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "ContentStore", package: "ContentStore"),
+                .product(name: "StateLens", package: "ContentStore"),
+                .product(name: "Persist", package: "ContentStore"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
         // `make scale`: issue 19's million-object open, memory and collection targets.
         .executableTarget(
             name: "scale",

@@ -82,6 +82,16 @@ public final class Store: Sendable {
         try engine.put(data)
     }
 
+    /// ``put(_:)`` of bytes whose SHA-256 the caller has just computed (a facade that needed the
+    /// digest before the put), so the engine does not hash them again.
+    ///
+    /// Package access only, never public: a wrong `digest` would store bytes under another
+    /// content's name. Callers pass exactly `Digest.sha256(data)` of the same bytes.
+    @discardableResult
+    package func put(_ data: Data, knownDigest digest: Digest) throws -> Digest {
+        try engine.put(data, knownDigest: digest)
+    }
+
     /// The bytes of the blob with `digest`. Recently got blobs come from the read cache
     /// (``Configuration/readCacheSize``), which holds only bytes verified as they were read.
     ///

@@ -66,7 +66,7 @@ public struct PersistTransaction {
         let digest = Digest.sha256(body)
         guard existing?.body != digest else { return }
         if savedBodies[digest] == nil {
-            try store.put(body)
+            try store.put(body, knownDigest: digest)  // hashed once: the digest above
             savedBodies[digest] = body
         }
         try set(EntityRecord(entityName: E.entityName, body: digest).record, forKey: layout.entity(entity.id))

@@ -85,13 +85,14 @@ extension Persister {
     /// Records `diff` as the step after the cursor, dropping the redo steps. REQUIRES: inside the
     /// write that made the diff, with `head` as that write read it.
     func recordStep(_ diff: Diff, named actionName: String?, head: inout Head, in transaction: inout Transaction) throws -> PersistChange {
-        let diffDigest = try store.put(diff.blob)
+        let bytes = diff.blob
+        let location = bytes.count <= Diff.inlineLimit ? StepRecord.DiffLocation.inline(bytes) : .blob(try store.put(bytes))
         let position = head.cursor + 1
         if head.last > position {
             for dropped in position + 1 ... head.last { try transaction.removeRecord(forKey: layout.step(dropped)) }
         }
         let step = UndoStep(sequence: head.nextSequence, actionName: actionName, date: store.configuration.now())
-        try transaction.setRecord(StepRecord(step: step, diff: diffDigest, bodies: diff.digests).record, forKey: layout.step(position))
+        try transaction.setRecord(StepRecord(step: step, diff: location, bodies: diff.digests).record, forKey: layout.step(position))
         head.nextSequence += 1
         head.changeCount += 1
         head.cursor = position
@@ -113,7 +114,7 @@ extension Persister {
             position = head.cursor + 1
         }
         let stored = try step(at: position, in: transaction.record(forKey:))
-        let diff = try Diff(store.get(stored.diff), key: layout.step(position))
+        let diff = try stored.diff(in: store, key: layout.step(position))
         for change in diff.changes {
             let record = kind == .undo ? change.before : change.after
             if let record {

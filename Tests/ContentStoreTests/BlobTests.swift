@@ -33,6 +33,24 @@ import Testing
         #expect(reopened.info(for: digest)?.size == data.count)
     }
 
+    /// The facades' put of bytes they have just hashed stores what `put(_:)` stores, above the
+    /// chunking threshold too, and a second put of the same bytes writes nothing.
+    @Test(arguments: [Content.oneByte, .randomMiB, .compressible10MiB])
+    func putWithAKnownDigestStoresTheSameBlob(content: Content) throws {
+        let dir = TemporaryDirectory()
+        let data = content.data()
+        let store = try Store(at: dir.store, configuration: .testing())
+        let digest = try store.put(data, knownDigest: Digest.sha256(data))
+        #expect(digest == Digest.sha256(data))
+        let stored = try store.statistics().storedBytes
+        #expect(try store.put(data) == digest)
+        #expect(try store.put(data, knownDigest: digest) == digest)
+        #expect(try store.statistics().storedBytes == stored)
+        try store.close()
+        let reopened = try Store(at: dir.store, configuration: .testing())
+        #expect(try reopened.get(digest) == data)
+    }
+
     @Test func sameBytesAreStoredOnce() throws {
         let dir = TemporaryDirectory()
         let store = try Store(at: dir.store, configuration: .testing())

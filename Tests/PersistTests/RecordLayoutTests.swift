@@ -45,6 +45,60 @@ import Testing
         #expect(code([0x01, 0x45, 0x00, 0, 0, 0]) == nil)
     }
 
+    @Test func stepsKeepSmallDiffsInlineAndLargeOnesAsBlobs() throws {
+        let body = Digest.sha256(Data("body".utf8))
+        let step = UndoStep(sequence: 3, actionName: "Edit", date: Date(timeIntervalSinceReferenceDate: 1.5))
+        let inline = StepRecord(step: step, diff: .inline(Data([0x01, 0x44, 0, 0, 0, 0])), bodies: [body])
+        let record = inline.record
+        #expect(record.value.first == StepRecord.inlineVersion)
+        #expect(record.value.suffix(10) == Data([6, 0, 0, 0, 0x01, 0x44, 0, 0, 0, 0]))  // u32 length, the diff
+        #expect(record.references == [body])
+        #expect(try StepRecord(record, key: "k") == inline)
+        let diffDigest = Digest.sha256(Data("diff".utf8))
+        let blob = StepRecord(step: step, diff: .blob(diffDigest), bodies: [body])
+        #expect(blob.record.value.first == RecordFormat.version)
+        #expect(blob.record.references == [diffDigest, body])
+        #expect(try StepRecord(blob.record, key: "k") == blob)
+        var newer = [UInt8](record.value)
+        newer[0] = 3
+        #expect(throws: StoreError.self) { try StepRecord(Record(value: Data(newer), references: []), key: "k") }
+    }
+
+    /// Steps written before diffs were kept inline (format 1: the diff a blob of its own) still
+    /// undo and redo, before and after a reopen, and new steps beside them are inline.
+    @Test func stepsOfTheFirstFormatStillUndoAndRedo() throws {
+        let fixture = try Fixture()
+        let first = Item(label: "first"), second = Item(label: "second")
+        try fixture.persister.write("one") { try $0.save(first) }
+        try fixture.persister.write("two") { try $0.save(second) }
+        let layout = Layout(name: "default")
+        // Rewrite both steps as the first format wrote them.
+        try fixture.store.write { transaction in
+            for position: UInt64 in [1, 2] {
+                let key = layout.step(position)
+                var stored = try StepRecord(#require(try transaction.record(forKey: key)), key: key)
+                guard case .inline(let bytes) = stored.diff else { Issue.record("step \(position) is not inline"); return }
+                stored.diff = .blob(try fixture.store.put(bytes))
+                #expect(stored.record.value.first == RecordFormat.version)
+                try transaction.setRecord(stored.record, forKey: key)
+            }
+        }
+        try fixture.reopen()
+        #expect(try fixture.persister.undo()?.actionName == "two")
+        #expect(try fixture.persister.fetch(Item.self, id: second.id) == nil)
+        #expect(try fixture.persister.undo()?.actionName == "one")
+        #expect(try fixture.persister.fetch(Item.self, id: first.id) == nil)
+        #expect(try fixture.persister.redo()?.actionName == "one")
+        try fixture.reopen()
+        #expect(try fixture.persister.redo()?.actionName == "two")
+        #expect(try fixture.persister.fetchAll(Item.self).count == 2)
+        #expect(try fixture.persister.undo()?.actionName == "two")
+        try fixture.persister.write("three") { try $0.save(Item(label: "third")) }
+        let third = try #require(try fixture.store.record(forKey: layout.step(2)))
+        #expect(third.value.first == StepRecord.inlineVersion)
+        #expect(try fixture.persister.history().steps.map(\.actionName) == ["one", "three"])
+    }
+
     @Test func diffsRoundTrip() throws {
         let digest = Digest.sha256(Data("body".utf8))
         let diff = Diff(changes: [

@@ -25,14 +25,22 @@ extension LocalEngine {
         return digest
     }
 
-    /// Stores `bytes`. With `framed` (`bytes` preceded by `PackFormat.entryHeaderSize` bytes the
+    /// ``put(_:)`` of bytes whose digest the caller computed (``Store/put(_:knownDigest:)``).
+    func put(_ data: Data, knownDigest digest: Digest) throws -> Digest {
+        guard data.count <= configuration.chunkingThreshold else { return try put(data) }
+        let stored = try data.withUnsafeBytes { try put(bytes: $0, knownDigest: digest) }
+        notePut(bytes: UInt64(data.count))
+        return stored
+    }
+
+    /// Stores `bytes` (whose SHA-256 is `knownDigest` when the caller has it). With `framed` (`bytes` preceded by `PackFormat.entryHeaderSize` bytes the
     /// put may overwrite), bytes stored uncompressed are written with their header in one `pwrite`.
-    func put(bytes: UnsafeRawBufferPointer, framed: UnsafeMutableRawBufferPointer? = nil) throws -> Digest {
+    func put(bytes: UnsafeRawBufferPointer, framed: UnsafeMutableRawBufferPointer? = nil, knownDigest: Digest? = nil) throws -> Digest {
         try checkOpen()
         guard bytes.count <= configuration.limits.maximumBlobSize else {
             throw StoreError.limitExceeded("a blob of \(bytes.count) bytes exceeds the limit of \(configuration.limits.maximumBlobSize)")
         }
-        let digest = SHA256.hash(bytes)
+        let digest = knownDigest ?? SHA256.hash(bytes)
         let time = nowSeconds
         if try freshenIfPresent(digest, time: time) { return digest }
 

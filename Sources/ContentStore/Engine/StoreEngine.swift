@@ -11,6 +11,8 @@ import Foundation
 package protocol StoreEngine: AnyObject, Sendable {
     /// ``Store/put(_:)``.
     func put(_ data: Data) throws -> Digest
+    /// ``Store/put(_:knownDigest:)``: `digest` is the SHA-256 of `data`, computed by the caller.
+    func put(_ data: Data, knownDigest digest: Digest) throws -> Digest
     /// ``Store/put(contentsOf:)``.
     func put(contentsOf file: URL) throws -> Digest
     /// ``Store/get(_:)``.
@@ -64,6 +66,11 @@ package protocol StoreEngine: AnyObject, Sendable {
 }
 
 extension StoreEngine {
+    /// An engine that gains nothing from a known digest (the cluster's) hashes again.
+    package func put(_ data: Data, knownDigest digest: Digest) throws -> Digest {
+        try put(data)
+    }
+
     package func writeDeferringAcknowledgment<T: Sendable>(_ body: (inout Transaction) throws -> T) throws -> PendingResult<T> {
         PendingResult(try write(body))
     }

@@ -20,7 +20,11 @@
 //   RelationRecord kind 'R' flags u8 (bit 0: cascadeDelete), order u64, index u32
 //   StepRecord    kind 'S'  sequence u64, date (Float64 bits of timeIntervalSinceReferenceDate) u64,
 //                           hasActionName u8, [actionName string]
-//                           references: [diff blob, then every distinct digest the diff names, ascending]
+//                 format 1: references: [diff blob, then every distinct digest the diff names, ascending]
+//                 format 2: then the diff's bytes (u32 length, bytes), inline: a step whose diff is at
+//                           most 4 KiB (Diff.inlineLimit); references: every distinct digest the diff
+//                           names, ascending. Both are read; format 2 is written for small diffs, so
+//                           a small write or undo puts no blob and reads none.
 //   Diff (a blob) kind 'D'  change count u32, then per change, in key order:
 //                           key string, before: RecordImage, after: RecordImage
 //   RecordImage             present u8 (0 = no record), [value bytes, reference count u32, digests (32 bytes each)]
@@ -132,7 +136,7 @@ enum RecordFormat {
         StoreError(code: .corrupted, message: "Persist record \"\(key)\" is malformed: \(what)")
     }
 
-    static func writer(_ kind: Kind, capacity: Int = 64) -> ByteWriter {
+    static func writer(_ kind: Kind, capacity: Int = 64, version: UInt8 = version) -> ByteWriter {
         var writer = ByteWriter(capacity: capacity)
         writer.append(version)
         writer.append(kind.rawValue)
@@ -142,17 +146,23 @@ enum RecordFormat {
     /// Decodes `data` (the value of `key`, or a blob it references) as a `kind`, with `body`
     /// reading the fields; every malformation becomes one `corrupted` error naming the key.
     static func decode<T>(_ data: Data, as kind: Kind, key: String, _ body: (inout ByteReader) throws -> T) throws -> T {
+        try decode(data, as: kind, key: key, versions: version ... version) { reader, _ in try body(&reader) }
+    }
+
+    /// ``decode(_:as:key:_:)`` of a kind written in several format versions: `body` is told which.
+    static func decode<T>(_ data: Data, as kind: Kind, key: String, versions: ClosedRange<UInt8>,
+                          _ body: (inout ByteReader, UInt8) throws -> T) throws -> T {
         try data.withUnsafeBytes { raw in
             var reader = ByteReader(raw)
             do {
                 let version: UInt8 = try reader.read()
-                guard version == RecordFormat.version else {
+                guard versions.contains(version) else {
                     throw StoreError(code: .unsupportedFormat,
-                                     message: "Persist record \"\(key)\" has format version \(version); this build reads \(RecordFormat.version)")
+                                     message: "Persist record \"\(key)\" has format version \(version); this build reads \(versions.upperBound)")
                 }
                 let found: UInt8 = try reader.read()
                 guard found == kind.rawValue else { throw corrupted("expected kind \(kind), found byte \(found)", key: key) }
-                let value = try body(&reader)
+                let value = try body(&reader, version)
                 guard reader.isAtEnd else { throw corrupted("\(reader.remaining) trailing bytes", key: key) }
                 return value
             } catch is ByteReader.OutOfBounds {
@@ -273,38 +283,74 @@ struct RelationRecord: Hashable, Sendable {
     var sortKey: (UInt64, UInt32) { (order, index) }
 }
 
-/// One undo step as stored: what the history lists, and the digest of its diff.
+/// One undo step as stored: what the history lists, and its diff: inline when small (format 2),
+/// else a blob of its own (format 1, and every step written before format 2 existed).
 struct StepRecord: Hashable, Sendable {
+    /// Where a step's diff is.
+    enum DiffLocation: Hashable, Sendable {
+        case blob(Digest)
+        case inline(Data)
+    }
+
+    /// The format of a step whose diff is inline.
+    static let inlineVersion: UInt8 = 2
+
     var step: UndoStep
-    var diff: Digest
+    var diff: DiffLocation
     /// Every digest the diff's records reference, so the step keeps them from collection.
     var bodies: [Digest]
 
-    init(step: UndoStep, diff: Digest, bodies: [Digest]) {
+    init(step: UndoStep, diff: DiffLocation, bodies: [Digest]) {
         self.step = step
         self.diff = diff
         self.bodies = bodies
     }
 
     init(_ record: Record, key: String) throws {
-        step = try RecordFormat.decode(record.value, as: .step, key: key) { reader in
+        let (step, inline) = try RecordFormat.decode(record.value, as: .step, key: key, versions: RecordFormat.version ... Self.inlineVersion) { reader, version in
             let sequence: UInt64 = try reader.read()
             let date = Date(timeIntervalSinceReferenceDate: Double(bitPattern: try reader.read()))
             let hasActionName: UInt8 = try reader.read()
-            return UndoStep(sequence: sequence, actionName: hasActionName != 0 ? try reader.readString() : nil, date: date)
+            let step = UndoStep(sequence: sequence, actionName: hasActionName != 0 ? try reader.readString() : nil, date: date)
+            let inline = version == Self.inlineVersion ? Data(try reader.readLengthPrefixed(limit: reader.remaining)) : nil
+            return (step, inline)
         }
-        guard let diff = record.references.first else { throw RecordFormat.corrupted("a step has no diff", key: key) }
-        self.diff = diff
-        bodies = Array(record.references.dropFirst())
+        self.step = step
+        if let inline {
+            diff = .inline(inline)
+            bodies = record.references
+        } else {
+            guard let digest = record.references.first else { throw RecordFormat.corrupted("a step has no diff", key: key) }
+            diff = .blob(digest)
+            bodies = Array(record.references.dropFirst())
+        }
     }
 
     var record: Record {
-        var writer = RecordFormat.writer(.step, capacity: 32 + (step.actionName?.utf8.count ?? 0))
+        let inline: Data? = if case .inline(let bytes) = diff { bytes } else { nil }
+        var writer = RecordFormat.writer(.step, capacity: 40 + (step.actionName?.utf8.count ?? 0) + (inline?.count ?? 0),
+                                         version: inline == nil ? RecordFormat.version : Self.inlineVersion)
         writer.append(step.sequence)
         writer.append(step.date.timeIntervalSinceReferenceDate.bitPattern)
         writer.append(UInt8(step.actionName == nil ? 0 : 1))
         if let actionName = step.actionName { writer.append(string: actionName) }
-        return Record(value: Data(writer.bytes), references: [diff] + bodies)
+        switch diff {
+        case .inline(let bytes):
+            writer.appendLengthPrefixed(bytes)
+            return Record(value: Data(writer.bytes), references: bodies)
+        case .blob(let digest):
+            return Record(value: Data(writer.bytes), references: [digest] + bodies)
+        }
+    }
+}
+
+extension StepRecord {
+    /// The step's diff: decoded from the record, or read from its blob.
+    func diff(in store: Store, key: String) throws -> Diff {
+        switch diff {
+        case .inline(let bytes): try Diff(bytes, key: key)
+        case .blob(let digest): try Diff(store.get(digest), key: key)
+        }
     }
 }
 
@@ -316,6 +362,10 @@ struct Diff: Hashable, Sendable {
         var after: Record?
     }
     var changes: [Change]
+
+    /// The largest diff kept inline in its step record (format 2); a larger one is a blob, so that
+    /// a large write's record stays small in the log and the index.
+    static let inlineLimit = 4096
 
     init(changes: [Change]) {
         self.changes = changes

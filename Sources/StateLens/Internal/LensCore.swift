@@ -20,8 +20,10 @@ import Synchronization
 // with `publication` held (so in commit order); they only yield to an AsyncStream.
 
 /// A version as this process knows it.
+@usableFromInline
 final class Version<Root: Sendable>: Sendable {
     /// nil: the state holds no value (never written, or reset); lenses read their default.
+    @usableFromInline
     let root: Root?
     /// The canonical tree of `root`, when built: the next update reuses its unchanged nodes.
     let tree: StateNode?
@@ -53,7 +55,13 @@ final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
         var nextObserver = 0
     }
 
+#if CONTENTSTORE_TSAN
     private let current: Mutex<Version<Root>>
+#else
+    /// Read by ``latestRoot()``, which is inlined into the reader's module (see there).
+    @usableFromInline
+    let current: Mutex<Version<Root>>
+#endif
     private let publication = Mutex(Publication())
     private let tentative: Mutex<Version<Root>?> = Mutex(nil)
 
@@ -83,8 +91,18 @@ final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
 
     /// The latest published root (nil: none stored), copied out while the lock is held: what
     /// ``LensStore/value`` reads, without retaining and releasing the version around the copy.
+    ///
+    /// Inlined into the caller so that the copy is specialized for `Root`: called through the
+    /// generic entry point, the copy of a 64-field root went through its value witnesses and the
+    /// metadata of `Root?` (Docs/statelens.md, "Speed"). ThreadSanitizer builds use a lock that is
+    /// not inlinable.
+#if CONTENTSTORE_TSAN
     @usableFromInline
     func latestRoot() -> Root? { current.withLock { $0.root } }
+#else
+    @inlinable
+    func latestRoot() -> Root? { current.withLock { $0.root } }
+#endif
 
     /// Reads the head record and decodes it with `decode` (which may migrate).
     static func load(store: Store, keys: StateKeys, decode: (Data) throws -> (Root, migrated: Bool)) throws -> Version<Root> {
@@ -153,8 +171,9 @@ final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
         if let new {
             let built = try TreeEncoder.encode(new, previous: base.tree)
             var parts: [Digest: Part] = [:]
-            built.newParts(excluding: Set(base.stored?.parts ?? []), into: &parts)
-            for part in parts.values { try store.put(Data(part.bytes)) }
+            built.newParts(excluding: base.stored?.parts ?? [], into: &parts)
+            // The digests were computed as the parts were built: the store need not hash again.
+            for part in parts.values { try store.put(Data(part.bytes), knownDigest: part.digest) }
             stored = VersionRecord(sequence: sequence, date: date, template: built.fragment, parts: built.parts)
             tree = built
         }

@@ -54,7 +54,11 @@ struct VersionRecord: Hashable, Sendable {
         self.sequence = sequence
         self.date = date
         self.template = template
-        self.parts = Array(Set(parts)).sorted()
+        // Sorted, then equal neighbours dropped: cheaper than a set for the ~100 parts of a
+        // large state, and ``StateNode/newParts(excluding:into:)`` searches the result.
+        var sorted = parts.sorted()
+        sorted.removeAdjacentDuplicates()
+        self.parts = sorted
     }
 
     init(_ record: Record, key: String) throws {
@@ -101,5 +105,30 @@ struct VersionRecord: Hashable, Sendable {
     func json(in snapshot: Snapshot) throws -> Data? {
         guard let template else { return nil }
         return Data(try PartFormat.expand(template) { [UInt8](try snapshot.get($0)) })
+    }
+}
+
+extension Array where Element: Equatable {
+    /// Drops every element equal to the one before it: on a sorted array, the duplicates.
+    mutating func removeAdjacentDuplicates() {
+        guard count > 1 else { return }
+        var kept = 1
+        for index in 1 ..< count where self[index] != self[kept - 1] {
+            self[kept] = self[index]
+            kept += 1
+        }
+        removeLast(count - kept)
+    }
+}
+
+extension Array where Element: Comparable {
+    /// Whether this array, sorted ascending, holds `element` (binary search).
+    func sortedContains(_ element: Element) -> Bool {
+        var (low, high) = (0, count)
+        while low < high {
+            let middle = (low + high) / 2
+            if self[middle] < element { low = middle + 1 } else { high = middle }
+        }
+        return low < count && self[low] == element
     }
 }

@@ -156,53 +156,34 @@ final class StateNode: @unchecked Sendable {
         let children = sorted.map(\.node)
         let fingerprints = zip(keys, children).map { StateNode.fnv(Array($0.0.utf8)[...]) ^ $0.1.fingerprint }
         return container(kind: .object(keys: keys, children: children), open: UInt8(ascii: "{"), close: UInt8(ascii: "}"),
-                         texts: texts, children: children, fingerprints: fingerprints, source: source, previous: previous)
+                         children: children, size: texts.reduce(0) { $0 + $1.count }, text: { texts[$0] }, fingerprint: { fingerprints[$0] },
+                         source: source, previous: previous)
     }
 
-    /// An array, in order.
+    /// An array, in order. Its members' texts are their fragments, read in place: an array of a
+    /// thousand elements is not copied into lists of texts and fingerprints on every update.
     static func array(_ elements: [StateNode], source: Any?, previous: StateNode?) -> StateNode {
         container(kind: .array(elements), open: UInt8(ascii: "["), close: UInt8(ascii: "]"),
-                  texts: elements.map(\.fragment), children: elements, fingerprints: elements.map(\.fingerprint),
+                  children: elements, size: elements.reduce(0) { $0 + $1.fragment.count },
+                  text: { elements[$0].fragment }, fingerprint: { elements[$0].fingerprint },
                   source: source, previous: previous)
     }
 
-    private static func container(kind: Kind, open: UInt8, close: UInt8, texts: [[UInt8]], children: [StateNode],
-                                  fingerprints: [UInt64], source: Any?, previous: StateNode?) -> StateNode {
+    /// A container of `children`, whose texts (`text(i)`: the member's JSON, with its key in an
+    /// object) add up to `size` bytes.
+    private static func container(kind: Kind, open: UInt8, close: UInt8, children: [StateNode], size textBytes: Int,
+                                  text: (Int) -> [UInt8], fingerprint: (Int) -> UInt64, source: Any?, previous: StateNode?) -> StateNode {
         var parts = children.flatMap(\.parts)
-        let total = texts.reduce(2 + max(0, texts.count - 1)) { $0 + $1.count }
         var fragment: [UInt8] = [open]
-        guard total > PartFormat.partSize else {
-            for (index, text) in texts.enumerated() {
+        guard textBytes + 2 + max(0, children.count - 1) > PartFormat.partSize else {
+            for index in children.indices {
                 if index > 0 { fragment.append(UInt8(ascii: ",")) }
-                fragment.append(contentsOf: text)
+                fragment.append(contentsOf: text(index))
             }
             fragment.append(close)
             return StateNode(kind: kind, source: source, fragment: fragment, ownPart: nil, chunks: [], parts: parts)
         }
-        var reusable: [ObjectIdentifier: Chunk] = [:]
-        for chunk in previous?.chunks ?? [] { if let first = chunk.members.first { reusable[first] = chunk } }
-        var chunks: [Chunk] = []
-        var start = 0
-        var size = 0
-        for index in texts.indices {
-            size += texts[index].count + 1
-            let atBoundary = size >= PartFormat.partSize / 4 && StateNode.mix(fingerprints[index]) & PartFormat.boundaryMask == 0
-            guard atBoundary || size >= PartFormat.partSize || index == texts.count - 1 else { continue }
-            if let old = reusable[ObjectIdentifier(children[start])], old.holds(children[start ... index]) {
-                chunks.append(old)
-            } else {
-                let members = children[start ... index].map { ObjectIdentifier($0) }
-                var bytes: [UInt8] = []
-                bytes.reserveCapacity(size)
-                for member in start ... index {
-                    if member > start { bytes.append(UInt8(ascii: ",")) }
-                    bytes.append(contentsOf: texts[member])
-                }
-                chunks.append(Chunk(members: members, part: Part(digest: Digest.sha256(bytes), bytes: bytes)))
-            }
-            start = index + 1
-            size = 0
-        }
+        let chunks = chunked(children, text: text, fingerprint: fingerprint, previous: previous?.chunks ?? [])
         for (index, chunk) in chunks.enumerated() {
             if index > 0 { fragment.append(UInt8(ascii: ",")) }
             PartFormat.appendReference(chunk.part.digest, to: &fragment)
@@ -210,6 +191,51 @@ final class StateNode: @unchecked Sendable {
         }
         fragment.append(close)
         return StateNode(kind: kind, source: source, fragment: fragment, ownPart: nil, chunks: chunks, parts: parts)
+    }
+
+    /// Cuts `children` into chunks (Docs/statelens.md, "Large states"), reusing the previous
+    /// version's chunks without looking at their members' texts: where a chunk begins at a member
+    /// an old chunk began at and holds the same member nodes, it ends where the old one did, because
+    /// a boundary depends only on the members since the chunk's start. (The old last chunk ended
+    /// with its container, so it is reused only at the end of this one.) An update of one element of
+    /// a large array so costs one step per chunk, plus the members of the chunks it changed.
+    private static func chunked(_ children: [StateNode], text: (Int) -> [UInt8], fingerprint: (Int) -> UInt64,
+                                previous: [Chunk]) -> [Chunk] {
+        var reusable: [ObjectIdentifier: (chunk: Chunk, isLast: Bool)] = [:]
+        reusable.reserveCapacity(previous.count)
+        for (index, chunk) in previous.enumerated() {
+            if let first = chunk.members.first { reusable[first] = (chunk, index == previous.count - 1) }
+        }
+        var chunks: [Chunk] = []
+        var start = 0
+        var size = 0
+        var index = 0
+        while index < children.count {
+            if index == start, let old = reusable[ObjectIdentifier(children[start])] {
+                let end = start + old.chunk.members.count
+                if end <= children.count, !old.isLast || end == children.count, old.chunk.holds(children[start ..< end]) {
+                    chunks.append(old.chunk)
+                    (start, index) = (end, end)
+                    continue
+                }
+            }
+            size += text(index).count + 1
+            let atBoundary = size >= PartFormat.partSize / 4 && StateNode.mix(fingerprint(index)) & PartFormat.boundaryMask == 0
+            guard atBoundary || size >= PartFormat.partSize || index == children.count - 1 else {
+                index += 1
+                continue
+            }
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(size)
+            for member in start ... index {
+                if member > start { bytes.append(UInt8(ascii: ",")) }
+                bytes.append(contentsOf: text(member))
+            }
+            let members = children[start ... index].map { ObjectIdentifier($0) }
+            chunks.append(Chunk(members: members, part: Part(digest: Digest.sha256(bytes), bytes: bytes)))
+            (start, index, size) = (index + 1, index + 1, 0)
+        }
+        return chunks
     }
 
     /// The child under `key` of an object node.
@@ -237,11 +263,12 @@ final class StateNode: @unchecked Sendable {
         return elements[index]
     }
 
-    /// The parts of this subtree that are not in `known`, to be put before the commit that refers to
-    /// them. A known part's whole subtree is known: its bytes name its children's digests.
-    func newParts(excluding known: Set<Digest>, into output: inout [Digest: Part]) {
+    /// The parts of this subtree that are not in `known` (sorted ascending: the last version
+    /// record's parts), to be put before the commit that refers to them. A known part's whole
+    /// subtree is known: its bytes name its children's digests.
+    func newParts(excluding known: [Digest], into output: inout [Digest: Part]) {
         if let ownPart {
-            if !known.contains(ownPart.digest) { output[ownPart.digest] = ownPart }
+            if !known.sortedContains(ownPart.digest) { output[ownPart.digest] = ownPart }
             return
         }
         let children: [StateNode]
@@ -257,7 +284,7 @@ final class StateNode: @unchecked Sendable {
         var index = 0
         for chunk in chunks {
             defer { index += chunk.members.count }
-            guard !known.contains(chunk.part.digest) else { continue }
+            guard !known.sortedContains(chunk.part.digest) else { continue }
             output[chunk.part.digest] = chunk.part
             for child in children[index ..< index + chunk.members.count] { child.newParts(excluding: known, into: &output) }
         }
