@@ -71,9 +71,11 @@ final class Collector<Element: Sendable>: Sendable {
 
     var elements: [Element] { items.withLock { $0 } }
 
-    /// Waits (up to 10 s) until `count` elements arrived; returns them.
+    /// Waits (up to 120 s) until `count` elements arrived; returns them. The deadline is long because
+    /// the collecting task runs on the cooperative pool, which the full test run can keep busy for
+    /// tens of seconds (a run saw 34 of 160 changes after 10 s); a lost notification still fails.
     func wait(for count: Int) async -> [Element] {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(120)
         while elements.count < count, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(5))
         }
