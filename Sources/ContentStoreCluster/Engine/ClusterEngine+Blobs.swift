@@ -100,6 +100,11 @@ extension ClusterEngine {
         // A chunked blob is read over many requests: what becomes garbage meanwhile stays (§6.2).
         let lease = try takeLease("export")
         defer { withExtendedLifetime(lease) {} }
+        // The lease spares only what was freshened at or after its horizon: a blob that was already
+        // unreferenced when the export began is held from here on (its pieces hang off it).
+        guard memoryCache.blob(digest) != nil || (try freshen(digest)) else {
+            throw StoreError(code: .notFound, message: "blob \(digest) is not in the store")
+        }
         let temporary = file.deletingLastPathComponent().appendingPathComponent(".\(file.lastPathComponent).\(UUID().uuidString)")
         do {
             guard FileManager.default.createFile(atPath: temporary.path, contents: nil) else {
