@@ -100,7 +100,13 @@ package final class ClusterDatabase: Sendable {
     }
 
     private func versionRow(on connection: PostgresConnection) async throws -> Int32? {
-        let exists = try await connection.query("SELECT to_regclass('contentstore.schema_version') IS NOT NULL", logger: logger)
+        // pg_class read with the statement's own snapshot, not `to_regclass`: that one goes through the
+        // backend's catalog cache, which keeps a "no such schema" from before this transaction waited
+        // for the creation lock (invalidations are taken in at relation locks, not advisory ones), and
+        // then sees no table another instance has just created and committed (42P07 on CREATE).
+        let exists = try await connection.query(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            + "WHERE n.nspname = 'contentstore' AND c.relname = 'schema_version')", logger: logger)
         for try await present in exists.decode(Bool.self) where !present { return nil }
         let rows = try await connection.query("SELECT version FROM contentstore.schema_version", logger: logger)
         for try await version in rows.decode(Int32.self) { return version }

@@ -102,7 +102,7 @@ extension ClusterEngine {
         defer { withExtendedLifetime(lease) {} }
         // The lease spares only what was freshened at or after its horizon: a blob that was already
         // unreferenced when the export began is held from here on (its pieces hang off it).
-        guard memoryCache.blob(digest) != nil || (try freshen(digest)) else {
+        guard try memoryCache.blob(digest) != nil || freshen(digest) else {
             throw StoreError(code: .notFound, message: "blob \(digest) is not in the store")
         }
         let temporary = file.deletingLastPathComponent().appendingPathComponent(".\(file.lastPathComponent).\(UUID().uuidString)")
