@@ -104,9 +104,10 @@ package final class ClusterDatabase: Sendable {
         // backend's catalog cache, which keeps a "no such schema" from before this transaction waited
         // for the creation lock (invalidations are taken in at relation locks, not advisory ones), and
         // then sees no table another instance has just created and committed (42P07 on CREATE).
-        let exists = try await connection.query(
-            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-            + "WHERE n.nspname = 'contentstore' AND c.relname = 'schema_version')", logger: logger)
+        let exists = try await connection.query("""
+            SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+            WHERE n.nspname = 'contentstore' AND c.relname = 'schema_version')
+            """, logger: logger)
         for try await present in exists.decode(Bool.self) where !present { return nil }
         let rows = try await connection.query("SELECT version FROM contentstore.schema_version", logger: logger)
         for try await version in rows.decode(Int32.self) { return version }
