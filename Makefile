@@ -119,9 +119,9 @@ compare-cluster: deps
 		|| echo "Could not install restic; the cluster comparison runs its ingest without it and says so."; }
 	rm -f $(STALE_BENCH_PLAN)
 	cd Benchmarks && $(SWIFT) build -c release --product cluster-compare
-	@trap '$(CLUSTER_SERVICES) stop "$(CLUSTER_COMPARE_DIR)"' EXIT INT TERM; \
+	@trap '$(CURDIR)/$(CLUSTER_SERVICES) stop "$(CLUSTER_COMPARE_DIR)"' EXIT INT TERM; \
 		cd Benchmarks && ./.build/release/cluster-compare --output ../Docs/benchmarks \
-		--services-dir "$(CLUSTER_COMPARE_DIR)" --services-script ../$(CLUSTER_SERVICES) $(CLUSTER_COMPARE_ARGS)
+		--services-dir "$(CLUSTER_COMPARE_DIR)" --services-script $(CURDIR)/$(CLUSTER_SERVICES) $(CLUSTER_COMPARE_ARGS)
 
 # `make scale`: issue 19's million-object targets (open time, resident memory per blob+record, gc of
 # 10,000 garbage blobs in a 100k and a 1M store), every round printed. The stores are built once and
