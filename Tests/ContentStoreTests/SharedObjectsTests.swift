@@ -122,4 +122,45 @@ import Testing
         let found = SharedObjects.object(for: key) { Probe(key: key) }
         #expect(ObjectIdentifier(found) == ObjectIdentifier(live))
     }
+
+    /// A slow make (a store's recovery) holds up opens of its own key only: another key's object is
+    /// made meanwhile, and a second open of the slow key gets the one object made for it.
+    @Test(.timeLimit(.minutes(1))) func aSlowMakeDelaysOnlyItsOwnKey() async throws {
+        let slowKey = SharedObjects.Key(Probe.self, name: Self.uniqueName())
+        let otherKey = SharedObjects.Key(Probe.self, name: Self.uniqueName())
+        let making = Atomic(false), releaseMake = Atomic(false), makes = Atomic(0)
+        let made = Mutex<[Probe]>([])
+        let make: @Sendable () -> Probe = {
+            makes.add(1, ordering: .relaxed)
+            making.store(true, ordering: .sequentiallyConsistent)
+            while !releaseMake.load(ordering: .sequentiallyConsistent) { usleep(100) }
+            return Probe(key: slowKey)
+        }
+        let openers = (0 ..< 2).map { _ in
+            Thread { let probe = SharedObjects.object(for: slowKey, make: make); made.withLock { $0.append(probe) } }
+        }
+        openers[0].start()
+        while !making.load(ordering: .sequentiallyConsistent) { try await Task.sleep(for: .milliseconds(1)) }
+        openers[1].start()
+        let other = SharedObjects.object(for: otherKey) { Probe(key: otherKey) }
+        #expect(other.key == otherKey)
+        #expect(made.withLock { $0.isEmpty })
+        releaseMake.store(true, ordering: .sequentiallyConsistent)
+        while made.withLock({ $0.count }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
+        let both = made.withLock { $0 }
+        #expect(ObjectIdentifier(both[0]) == ObjectIdentifier(both[1]))
+        #expect(makes.load(ordering: .relaxed) == 1)
+    }
+
+    struct MakeFailed: Error {}
+
+    /// A make that throws leaves no slot behind: the error reaches its caller, the next open makes anew.
+    @Test func aFailedMakeFreesTheSlot() throws {
+        let key = SharedObjects.Key(Probe.self, name: Self.uniqueName())
+        #expect(throws: MakeFailed.self) { _ = try SharedObjects.object(for: key) { () throws -> Probe in throw MakeFailed() } }
+        let makes = Atomic(0)
+        let probe = SharedObjects.object(for: key) { makes.add(1, ordering: .relaxed); return Probe(key: key) }
+        #expect(makes.load(ordering: .relaxed) == 1)
+        #expect(probe.key == key)
+    }
 }

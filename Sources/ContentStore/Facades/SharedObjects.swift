@@ -9,8 +9,10 @@
 //
 // Contract for a shared object: its `deinit` calls `release` with its key, and, when the key names
 // a store, it holds that store, so the store's `ObjectIdentifier` is not reused while the slot is
-// taken. `make` runs under the registry's lock (two opens at once make one object) and must not
-// use the registry itself.
+// taken. `make` runs outside the registry's lock, with its key's slot marked as being made: two
+// opens of one key at once make one object (the second waits for the first's), while opens of
+// other keys go on (a store's recovery in one facade's open delays no other facade). `make` must
+// not ask the registry for its own key.
 import Foundation
 import Synchronization
 
@@ -37,7 +39,9 @@ package enum SharedObjects {
         }
     }
 
+    /// A key's slot: its object being made, or made and held weakly (nil once it is going away).
     private struct Slot {
+        var isBeingMade: Bool
         weak var object: AnyObject?
     }
 
@@ -46,37 +50,55 @@ package enum SharedObjects {
     /// What a look at a key's slot found.
     private enum Lookup<Object> {
         case existing(Object)
-        case created(Object)
-        case departing
+        case mine
+        case busy
     }
 
-    /// How long a caller waits between looks at a slot whose object is going away.
-    private static let departurePoll: useconds_t = 200
+    /// How long a caller first waits between looks at a slot whose object is being made or going
+    /// away; the wait doubles up to ``longestPoll`` (a store's recovery can take seconds).
+    private static let firstPoll: useconds_t = 200
+    private static let longestPoll: useconds_t = 10_000
 
     /// The live object for `key` when `accept` takes it, nil when it refuses it; else a new one from
     /// `make`, registered under `key`. Waits while an earlier object of `key` is still going away.
     package static func object<Object: AnyObject & Sendable>(
         for key: Key, accept: (Object) -> Bool = { _ in true }, make: () throws -> Object
     ) rethrows -> Object? {
+        var poll = firstPoll
         while true {
             // A strong reference to an existing object leaves the lock with the outcome: were it the
             // last one and dropped inside, the object's deinit would take this lock again.
-            let outcome: Lookup<Object> = try slots.withLock { slots in
-                if let slot = slots[key] {
-                    guard let object = slot.object else { return .departing }
-                    // The key names the type, so the slot holds an `Object`.
-                    return .existing(unsafeDowncast(object, to: Object.self))
+            let outcome: Lookup<Object> = slots.withLock { slots in
+                guard let slot = slots[key] else {
+                    slots[key] = Slot(isBeingMade: true)
+                    return .mine
                 }
-                let object = try make()
-                slots[key] = Slot(object: object)
-                return .created(object)
+                guard let object = slot.object else { return .busy }
+                // The key names the type, so the slot holds an `Object`.
+                return .existing(unsafeDowncast(object, to: Object.self))
             }
             switch outcome {
             case .existing(let object): return accept(object) ? object : nil
-            case .created(let object): return object
-            case .departing: usleep(departurePoll)
+            case .mine: return try fill(key, with: make)
+            case .busy:
+                usleep(poll)
+                poll = min(poll * 2, longestPoll)
             }
         }
+    }
+
+    /// Makes the object for `key`, whose slot the caller has marked as being made, and registers
+    /// it; frees the slot when `make` throws, so the next open tries afresh.
+    private static func fill<Object: AnyObject & Sendable>(_ key: Key, with make: () throws -> Object) rethrows -> Object {
+        let object: Object
+        do {
+            object = try make()
+        } catch {
+            slots.withLock { _ = $0.removeValue(forKey: key) }
+            throw error
+        }
+        slots.withLock { $0[key] = Slot(isBeingMade: false, object: object) }
+        return object
     }
 
     /// The live object for `key`, or a new one from `make`.
@@ -89,7 +111,7 @@ package enum SharedObjects {
     /// still alive (an object that was never registered going away).
     package static func release(_ key: Key) {
         slots.withLock { slots in
-            if let slot = slots[key], slot.object == nil { slots[key] = nil }
+            if let slot = slots[key], slot.object == nil, !slot.isBeingMade { slots[key] = nil }
         }
     }
 }
