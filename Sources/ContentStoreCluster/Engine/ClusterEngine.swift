@@ -29,6 +29,8 @@ final class ClusterEngine: StoreEngine {
     let diskCache: ClusterDiskCache?
     /// Queued commits of this instance, committed in groups (ClusterEngine+Records).
     let commitQueue = CommitQueue()
+    /// Queued single-blob puts of this instance, stored in groups (ClusterEngine+PutGroup).
+    let putGroup: PutGroup
     /// Until when each of this instance's leases surely holds (§6.2).
     let leases: LeaseClock
     private let isOpen = Atomic<Bool>(true)
@@ -73,6 +75,7 @@ final class ClusterEngine: StoreEngine {
         self.instanceID = instanceID
         leases = LeaseClock(life: cluster.leaseDuration)
         memoryCache = BlobCache(capacity: configuration.readCacheSize)
+        putGroup = PutGroup(byteLimit: cluster.packSizeTarget)
         diskCache = cluster.cacheDirectory.map(ClusterDiskCache.init(directory:))
         do {
             try ClusterExecutor.wait {
