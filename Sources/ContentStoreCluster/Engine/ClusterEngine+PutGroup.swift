@@ -11,8 +11,9 @@ import PostgresNIO
 /// only while the pack's intent is still there, so a row never points at bytes not durably stored.
 extension ClusterEngine {
     /// Stores `members` (one put each, any digest possibly repeated); returns once every one has a
-    /// committed row.
-    func storeGroup(_ members: [PutGroup.Member]) async throws {
+    /// committed row, except those it returns: the packed blobs whose upload or registration failed
+    /// (the inline ones and those the store held are stored by then). Throws when nothing was stored.
+    func storeGroup(_ members: [PutGroup.Member]) async throws -> PutGroup.Failures {
         // Sorted, so two groups (or a group and a commit) lock the rows they share in one order.
         var seen = Set<Digest>()
         let unique = members.filter { seen.insert($0.digest).inserted }.sorted { $0.digest < $1.digest }
@@ -23,9 +24,14 @@ extension ClusterEngine {
         for member in packed where !held.contains(member.digest) {
             pack.append(member.digest, logicalSize: member.logicalSize, codec: member.codec, stored: member.stored)
         }
-        guard !pack.isEmpty else { return }
+        guard !pack.isEmpty else { return [:] }
         let (bytes, rows) = pack.take()
-        try await uploadGroupPack(bytes, rows: rows.sorted { $0.digest < $1.digest })
+        do {
+            try await uploadGroupPack(bytes, rows: rows.sorted { $0.digest < $1.digest })
+            return [:]
+        } catch {
+            return Dictionary(rows.map { ($0.digest, error) }, uniquingKeysWith: { first, _ in first })
+        }
     }
 
     /// One statement: inserts the inline blobs (a digest already there is freshened instead) and

@@ -12,8 +12,9 @@ import Synchronization
 ///   ``leaderLimit`` groups are in flight at once, so uploads overlap with the next group's hashing
 ///   and compression while the number of requests stays bounded.
 /// - Upload before registration, per member: a member hears `stored` only after the statement that
-///   gives its digest a row committed; a failed group fails every member in it, and nothing any of
-///   them registered is half done (each statement is its own transaction).
+///   gives its digest a row committed. A failure fails exactly the members it left without a row
+///   (an unreachable object store fails the group's packed blobs, not its inline ones), and nothing
+///   is half done (each statement is its own transaction).
 /// Leadership passes to the first waiter when a leader's group ends, so no put serves others forever.
 final class PutGroup: Sendable {
     /// What became of a member.
@@ -63,13 +64,20 @@ final class PutGroup: Sendable {
     /// Members in one group at most.
     static let memberLimit = 128
 
+    /// Puts waiting for a leader to take them into a group.
+    var queued: Int { state.withLock { $0.waiting.count } }
+
     /// A group holds up to `byteLimit` stored bytes (the pack size target), and always one member.
     init(byteLimit: Int) {
         self.byteLimit = byteLimit
     }
 
-    /// Queues `member` and waits until its group stored it (or failed).
-    func submit(_ member: Member, store: @Sendable ([Member]) throws -> Void) throws {
+    /// How a group ended: the members (by digest) left without a row, with why; the others are stored.
+    typealias Failures = [Digest: any Error]
+
+    /// Queues `member` and waits until its group stored it (or failed). `store` stores a group; it
+    /// throws when no member of it was stored.
+    func submit(_ member: Member, store: @Sendable ([Member]) throws -> Failures) throws {
         let leads = state.withLock { state in
             guard state.leaders < Self.leaderLimit else {
                 state.waiting.append(member)
@@ -90,7 +98,7 @@ final class PutGroup: Sendable {
 
     /// Stores a group that starts with `first` (already out of the queue: no other leader can take
     /// it), then hands the leader's slot to the first waiter, taken out of the queue the same way.
-    private func lead(first: Member, _ store: @Sendable ([Member]) throws -> Void) {
+    private func lead(first: Member, _ store: @Sendable ([Member]) throws -> Failures) {
         let group = state.withLock { state in
             var bytes = first.stored.count
             var count = 0
@@ -103,19 +111,18 @@ final class PutGroup: Sendable {
             state.waiting.removeFirst(count)
             return group
         }
-        let outcome: Outcome
+        let failures: Failures
         do {
-            try store(group)
-            outcome = .stored
+            failures = try store(group)
         } catch {
-            outcome = .failed(error)
+            failures = Dictionary(group.map { ($0.digest, error) }, uniquingKeysWith: { first, _ in first })
         }
         let next = state.withLock { state -> Member? in
             if !state.waiting.isEmpty { return state.waiting.removeFirst() }
             state.leaders -= 1
             return nil
         }
-        for member in group { member.finish(outcome) }
+        for member in group { member.finish(failures[member.digest].map(Outcome.failed) ?? .stored) }
         next?.finish(.lead)
     }
 }
