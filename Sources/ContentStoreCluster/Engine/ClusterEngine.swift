@@ -10,7 +10,8 @@ import Synchronization
 /// instances (Docs/cluster.md).
 ///
 /// Its parts, each in a file of its own: blobs (ClusterEngine+Blobs: put, upload before commit,
-/// verified reads, the caches), records and commits (ClusterEngine+Records, GroupCommitter),
+/// verified reads, the caches; PutGroup and ClusterEngine+PutGroup: concurrent puts stored in
+/// groups; ClusterEngine+ChunkedPut: chunked and streaming puts), records and commits (ClusterEngine+Records, GroupCommitter),
 /// collection (ClusterEngine+Collection), verify and statistics (ClusterEngine+Verification).
 ///
 /// Owns the instance's lifecycle: every call after ``close()`` throws `closed`; the instance's
