@@ -16,22 +16,9 @@ extension ClusterEngine {
             throw StoreError(code: .limitExceeded, message: "a blob of \(data.count) bytes exceeds the limit of \(limits.maximumBlobSize)")
         }
         let digest = Digest.sha256(data)
-        if try freshen(digest) { return digest }
         let (codec, stored) = data.withUnsafeBytes { encode($0) }
-        if stored.count <= Self.inlineLimit {
-            try insertInline(digest, logicalSize: data.count, codec: codec, stored: stored)
-        } else {
-            let lease = try takeLease("put")
-            defer { withExtendedLifetime(lease) {} }
-            var pack = PendingPack()
-            pack.append(digest, logicalSize: data.count, codec: codec, stored: stored)
-            let (bytes, rows) = pack.take()
-            try wait {
-                try await self.uploadPack(bytes, blobCount: 1) { connection, packID in
-                    try await self.insertPackedRows(rows, packID: packID, on: connection)
-                }
-            }
-        }
+        let member = PutGroup.Member(digest: digest, logicalSize: data.count, codec: codec, stored: stored)
+        try putGroup.submit(member) { group in try self.wait { try await self.storeGroup(group) } }
         return digest
     }
 
@@ -63,16 +50,6 @@ extension ClusterEngine {
         let compressed = Zstd.compress(bytes, level: configuration.compressionLevel)
         if let compressed, compressed.count <= bytes.count - bytes.count / 16 { return (.zstd, compressed) }
         return (.raw, [UInt8](bytes))
-    }
-
-    private func insertInline(_ digest: Digest, logicalSize: Int, codec: ClusterPackFormat.Codec, stored: [UInt8]) throws {
-        try query("store a small blob") { connection in
-            _ = try await connection.query("""
-                INSERT INTO contentstore.blobs (digest, logical_size, stored_size, codec, inline_data, ref_count, zero_since, freshened_at) \
-                VALUES (\(digest.buffer), \(Int64(logicalSize)), \(Int64(stored.count)), \(Int16(codec.rawValue)), \(ByteBuffer(bytes: stored)), \
-                0, now(), now()) ON CONFLICT (digest) DO UPDATE SET freshened_at = now()
-                """, logger: self.logger)
-        }
     }
 
     // MARK: - Reads

@@ -99,6 +99,9 @@ extension ClusterEngine {
         var upload = ChunkedUpload(pack: PendingPack(capacity: cluster.packSizeTarget + configuration.chunking.maximumSize
                                        + entries * (ClusterPackFormat.entryHeaderSize + ClusterPackFormat.indexRowSize)
                                        + ClusterPackFormat.trailerSize))
+        // A pack still uploading when the put ends early (a read error) is waited for: nothing of
+        // the put runs on after it returns.
+        defer { _ = try? upload.inFlight?.wait() }
         var hasher = SHA256.Hasher()
         if knownDigest == nil { prefix.withUnsafeBytes { hasher.update($0) } }
         var carry = prefix
@@ -138,6 +141,7 @@ extension ClusterEngine {
         upload.nodes += nodes.map { NodeRow(digest: $0.digest, encoded: $0.encoded, node: $0.node, contentSize: nil) }
         upload.nodes.append(NodeRow(digest: digest, encoded: root.encoded(), node: root, contentSize: Int64(total)))
         try flush(&upload)
+        try upload.inFlight?.wait()
         return digest
     }
 
@@ -148,7 +152,7 @@ extension ClusterEngine {
         let digests = batch.withUnsafeBytes { raw in ranges.map { Digest.sha256(UnsafeRawBufferPointer(rebasing: raw[$0])) } }
         let held = try freshen(digests)
         for (range, digest) in zip(ranges, digests) {
-            if !held.contains(digest) && !upload.pack.holds(digest) {
+            if !held.contains(digest) && !upload.pack.holds(digest) && !upload.inFlightDigests.contains(digest) {
                 let (codec, stored) = batch.withUnsafeBytes { encode(UnsafeRawBufferPointer(rebasing: $0[range])) }
                 upload.pack.append(digest, logicalSize: range.count, codec: codec, stored: stored)
             }
@@ -172,9 +176,15 @@ extension ClusterEngine {
         }
     }
 
-    /// Uploads the pending pack (if any) and inserts the pending nodes in the transaction that
-    /// registers it: the nodes' chunks are then in rows before the nodes that list them.
+    /// Starts uploading the pending pack (if any) and inserting the pending nodes in the transaction
+    /// that registers it, once the previous flush is done: the nodes' chunks are then in rows before
+    /// the nodes that list them. The put fills its next pack meanwhile (hashing and compression
+    /// overlap the upload); at most one flush is in flight, so memory holds two packs at most.
     private func flush(_ upload: inout ChunkedUpload) throws {
+        try upload.inFlight?.wait()
+        upload.inFlight = nil
+        upload.inFlightDigests = []
+        try checkOpen()
         let nodes = upload.nodes
         upload.nodes = []
         let insertNodes: @Sendable (PostgresConnection) async throws -> Void = { connection in
@@ -182,14 +192,15 @@ extension ClusterEngine {
         }
         if upload.pack.isEmpty {
             let database = database
-            try wait {
+            upload.inFlight = ClusterExecutor.start {
                 try await database.run("register manifest nodes") { connection in
                     try await self.inTransaction(connection) { try await insertNodes(connection) }
                 }
             }
         } else {
             let (bytes, rows) = upload.pack.take()
-            try wait {
+            upload.inFlightDigests = Set(rows.map(\.digest))
+            upload.inFlight = ClusterExecutor.start {
                 try await self.uploadPack(bytes, blobCount: rows.count) { connection, packID in
                     try await self.insertPackedRows(rows, packID: packID, on: connection)
                     try await insertNodes(connection)
@@ -234,4 +245,7 @@ private struct ChunkedUpload {
     var pack: PendingPack
     var manifest = ManifestBuilder()
     var nodes: [NodeRow] = []
+    /// The flush uploading the previous pack, and the chunks in it (not to be packed again).
+    var inFlight: PendingResult<Void>?
+    var inFlightDigests = Set<Digest>()
 }

@@ -16,10 +16,7 @@ extension ClusterEngine {
     /// collected; one whose intent was collected meanwhile fails the call with `io`.
     func uploadPack(_ pack: [UInt8], blobCount: Int,
                     register: @escaping @Sendable (PostgresConnection, Int64) async throws -> Void) async throws {
-        // The content hash names the bytes; the intent's own id keeps two intents of identical bytes
-        // (the same blob put twice, one copy condemned meanwhile) from sharing an object.
-        let contentHex = Digest.sha256(pack).hex
-        let objectKey = "packs/\(contentHex.prefix(2))/\(contentHex)-\(UUID().uuidString.lowercased().prefix(8)).pack"
+        let objectKey = Self.packObjectKey(for: pack)
         let instanceID = instanceID
         let packID: Int64 = try await database.run("register a pack upload") { connection in
             let rows = try await connection.query("""
@@ -41,6 +38,29 @@ extension ClusterEngine {
                                      + "(the grace period is shorter than the upload); nothing was stored", path: objectKey)
                 }
                 try await register(connection, packID)
+            }
+        }
+    }
+
+    /// A fresh object key for `pack` (§2.2). The content hash names the bytes; the intent's own nonce
+    /// keeps two intents of identical bytes (the same blob put twice, one copy condemned meanwhile)
+    /// from sharing an object.
+    static func packObjectKey(for pack: [UInt8]) -> String {
+        let contentHex = Digest.sha256(pack).hex
+        return "packs/\(contentHex.prefix(2))/\(contentHex)-\(UUID().uuidString.lowercased().prefix(8)).pack"
+    }
+
+    /// `body` again (up to 8 tries in all) when PostgreSQL aborted it for a deadlock or a
+    /// serialization failure: a statement that locks many blob rows can meet a commit locking them
+    /// in another order, and one side is aborted with nothing changed.
+    func retryingConflicts<T>(_ body: () async throws -> T) async throws -> T {
+        var attempt = 0
+        while true {
+            do {
+                return try await body()
+            } catch let error as PSQLError where attempt < 7 && ["40001", "40P01"].contains(error.serverInfo?[.sqlState]) {
+                attempt += 1
+                try await Task.sleep(for: .milliseconds(Int64.random(in: 1 ... Int64(5 * attempt))))
             }
         }
     }

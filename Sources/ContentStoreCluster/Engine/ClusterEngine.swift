@@ -10,7 +10,8 @@ import Synchronization
 /// instances (Docs/cluster.md).
 ///
 /// Its parts, each in a file of its own: blobs (ClusterEngine+Blobs: put, upload before commit,
-/// verified reads, the caches), records and commits (ClusterEngine+Records, GroupCommitter),
+/// verified reads, the caches; PutGroup and ClusterEngine+PutGroup: concurrent puts stored in
+/// groups; ClusterEngine+ChunkedPut: chunked and streaming puts), records and commits (ClusterEngine+Records, GroupCommitter),
 /// collection (ClusterEngine+Collection), verify and statistics (ClusterEngine+Verification).
 ///
 /// Owns the instance's lifecycle: every call after ``close()`` throws `closed`; the instance's
@@ -29,6 +30,8 @@ final class ClusterEngine: StoreEngine {
     let diskCache: ClusterDiskCache?
     /// Queued commits of this instance, committed in groups (ClusterEngine+Records).
     let commitQueue = CommitQueue()
+    /// Queued single-blob puts of this instance, stored in groups (ClusterEngine+PutGroup).
+    let putGroup: PutGroup
     /// Until when each of this instance's leases surely holds (§6.2).
     let leases: LeaseClock
     private let isOpen = Atomic<Bool>(true)
@@ -73,6 +76,7 @@ final class ClusterEngine: StoreEngine {
         self.instanceID = instanceID
         leases = LeaseClock(life: cluster.leaseDuration)
         memoryCache = BlobCache(capacity: configuration.readCacheSize)
+        putGroup = PutGroup(byteLimit: cluster.packSizeTarget)
         diskCache = cluster.cacheDirectory.map(ClusterDiskCache.init(directory:))
         do {
             try ClusterExecutor.wait {

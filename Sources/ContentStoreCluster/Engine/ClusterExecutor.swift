@@ -28,7 +28,13 @@ final class ClusterExecutor: TaskExecutor, @unchecked Sendable {
     /// every service call inside `body` has one (``ServiceDeadline``, the request timeout), so
     /// `body` ends when a service stops answering.
     static func wait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
-        let outcome = Outcome<T>()
+        try start(body).wait()
+    }
+
+    /// Starts `body` here and returns at once; the caller waits for its result later (a chunked put
+    /// uploads one pack while it fills the next).
+    static func start<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) -> PendingResult<T> {
+        let outcome = PendingResult<T>()
         Task(executorPreference: shared) {
             do {
                 outcome.set(.success(try await body()))
@@ -36,12 +42,13 @@ final class ClusterExecutor: TaskExecutor, @unchecked Sendable {
                 outcome.set(.failure(error))
             }
         }
-        return try outcome.wait()
+        return outcome
     }
 }
 
-/// The result of work one thread waits for and another produces.
-private final class Outcome<T: Sendable>: Sendable {
+/// The result of work one thread waits for and another produces; it can be waited for any number
+/// of times.
+final class PendingResult<T: Sendable>: Sendable {
     private let result = Mutex<Result<T, any Error>?>(nil)
     private let done = DispatchSemaphore(value: 0)
 
@@ -52,6 +59,7 @@ private final class Outcome<T: Sendable>: Sendable {
 
     func wait() throws -> T {
         done.wait()
+        done.signal()
         return try result.withLock { $0! }.get()
     }
 }

@@ -115,18 +115,25 @@ package final class S3Client: ObjectStore {
             return try await plainPut(key, bytes: bytes)
         }
         let headers: [(name: String, value: String)] = ifAbsent ? [("If-None-Match", "*")] : []
-        let response = try await send(.PUT, key: key, headers: headers, body: bytes, operation: "put")
-        switch response.status.code {
-        case 200..<300:
-            return .created
-        case 412 where ifAbsent:
-            return .alreadyExists
-        // 409 ConditionalRequestConflict: a concurrent conditional put of the same key is in flight.
-        case 409 where ifAbsent && response.s3Code == "ConditionalRequestConflict":
-            return try await put(key, bytes: bytes, ifAbsent: true)
-        default:
-            throw failure(response, operation: "put", key: key)
+        for attempt in 0...configuration.retryDelays.count {
+            if attempt > 0 { try await Task.sleep(for: configuration.retryDelays[attempt - 1]) }
+            let response = try await send(.PUT, key: key, headers: headers, body: bytes, operation: "put")
+            switch response.status.code {
+            case 200..<300:
+                return .created
+            case 412 where ifAbsent:
+                return .alreadyExists
+            // 409 ConditionalRequestConflict: a concurrent conditional put of the same key is in
+            // flight; its outcome decides ours, so ask again after a wait (as for 5xx).
+            case 409 where ifAbsent && response.s3Code == "ConditionalRequestConflict":
+                continue
+            default:
+                throw failure(response, operation: "put", key: key)
+            }
         }
+        throw StoreError(code: .unavailable,
+                         message: "object store at \(endpointDescription) kept answering 409 ConditionalRequestConflict to a conditional put of "
+                         + "\(configuration.bucket)/\(key) (\(configuration.retryDelays.count + 1) attempts)")
     }
 
     package func get(_ key: String, range: Range<UInt64>?) async throws -> [UInt8] {

@@ -98,7 +98,10 @@ package struct SigV4Signer: Sendable {
     /// Lowercase hex SHA-256, the form `x-amz-content-sha256` and the string to sign use.
     package static func hexSHA256(_ bytes: some Sequence<UInt8>) -> String {
         var hasher = SHA256()
-        hasher.update(data: Array(bytes))
+        // A pack body is megabytes: hash it where it lies rather than copy it first.
+        if bytes.withContiguousStorageIfAvailable({ hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }) == nil {
+            hasher.update(data: Array(bytes))
+        }
         return hex(Array(hasher.finalize()))
     }
 
