@@ -100,7 +100,11 @@ enum PackReader {
     /// allocation, the header against the index, then the blob's re-hash with `verify`, else the
     /// entry's CRC32C.
     static func readRawEntry(from file: File, at offset: UInt64, expected: ExpectedEntry, verify: Bool, limits: Store.Limits) throws -> Data {
-        precondition(!expected.compressed, "readRawEntry reads uncompressed entries")
+        // The caller picks this path from the index entry; an entry claiming compression has no
+        // blob to read in place, whatever led here.
+        guard !expected.compressed else {
+            throw StoreError.corrupted("blob \(expected.digest) is stored compressed; its entry cannot be read in place", path: file.path, offset: offset)
+        }
         try checkLengths(expected, limits: limits, path: file.path, offset: offset)
         let header = try file.readExactly(PackFormat.entryHeaderSize, at: offset)
         _ = try header.withUnsafeBytes { try checkHeader($0, expected: expected, path: file.path, offset: offset) }
