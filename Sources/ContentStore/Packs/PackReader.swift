@@ -88,6 +88,14 @@ enum PackReader {
         return Data(bytesNoCopy: base, count: blob.count, deallocator: .custom { pointer, _ in pointer.deallocate() })
     }
 
+    /// The zstd frame of a decoded entry (its 56-byte header and payload) that decompresses on its
+    /// own, or nil when the entry is stored raw or its frame needs a dictionary.
+    static func standaloneFrame(ofEntry bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        let header = UnsafeRawBufferPointer(rebasing: bytes[0 ..< PackFormat.entryHeaderSize])
+        guard let parsed = try? PackFormat.parseEntryHeader(header), parsed.isCompressed, !parsed.usesDictionary else { return nil }
+        return UnsafeRawBufferPointer(rebasing: bytes[PackFormat.entryHeaderSize...])
+    }
+
     /// Uncompressed entries at least this long are read in place (``readRawEntry(from:at:expected:verify:limits:)``):
     /// two `pread`s instead of one, which pays once the copy it saves costs more than a system call
     /// (a 64 KiB copy takes a few microseconds, as long as a `pread`).
