@@ -32,6 +32,45 @@ import Testing
         try store.close()
     }
 
+    /// While blobs fit they are kept decoded; once the cache is full, a blob whose entry is
+    /// compressed well is kept as its frame (fewer bytes) and a hit decodes it from memory, while a
+    /// blob that does not compress is kept as it is.
+    @Test(arguments: [true, false])
+    func aFullCacheKeepsAWellCompressedBlobAsItsFrameAndDecodesItOnAHit(verifiesReads: Bool) throws {
+        let dir = TemporaryDirectory()
+        var configuration = Store.Configuration.testing()
+        configuration.verifiesReads = verifiesReads
+        configuration.readCacheSize = 64 << 10
+        let store = try Store(at: dir.store, configuration: configuration)
+        var random = SeededRandom(seed: 5)
+        let text = random.compressibleBytes(4096), noise = random.bytes(4096)
+        let textDigest = try store.put(text), noiseDigest = try store.put(noise)
+        let entry = try #require(store.core.withLock { $0.state.blobs[textDigest] })
+        #expect(entry.isCompressed)
+        #expect(Double(entry.storedLength) <= Double(text.count) * BlobCache.compressedFormMaximumShare)
+
+        #expect(try store.get(textDigest) == text)
+        #expect(store.cache.bytes == text.count, "room left: kept decoded")
+        store.cache.remove(textDigest)
+        let fillers = (0 ..< 16).map { _ in random.bytes(4096) }
+        for filler in fillers { _ = try store.get(try store.put(filler)) }
+        #expect(store.cache.bytes == 64 << 10)
+
+        #expect(try store.get(textDigest) == text)
+        #expect(store.cache.blob(textDigest) == text)
+        let withFrame = store.cache.bytes
+        #expect(withFrame == (64 << 10) - 4096 + Int(entry.storedLength), "full: the frame took one blob's room")
+        #expect(try store.get(noiseDigest) == noise)
+        #expect(store.cache.bytes <= 64 << 10)
+        #expect(store.cache.blob(noiseDigest) == noise, "kept decoded: it does not compress")
+
+        // Served from the cached frame: damage to the pack after the read is not seen.
+        try flipBitInPlace(store.packs.path(of: entry.location.pack),
+                           at: entry.location.offset + UInt64(PackFormat.entryHeaderSize) + UInt64(entry.storedLength / 2))
+        for _ in 0 ..< 3 { #expect(try store.get(textDigest) == text) }
+        try store.close()
+    }
+
     @Test func theCacheStaysWithinItsSizeAndSkipsLargeBlobs() throws {
         let dir = TemporaryDirectory()
         var configuration = Store.Configuration.testing()

@@ -73,6 +73,20 @@ import Testing
         for (digest, blob) in zip(digests, blobs) { #expect(try reopened.get(digest) == blob) }
     }
 
+    @Test func theInPlaceReadRefusesACompressedEntryWithATypedError() throws {
+        let dir = TemporaryDirectory()
+        let (_, digests, entry, pack) = try Self.threeBlobs(.compressed, in: dir)
+        let store = try Store(at: dir.store, configuration: Self.configuration(verifiesReads: true))
+        let file = try #require(store.packs.file(entry.location.pack))
+        let error = try #require(throws: StoreError.self) {
+            try PackReader.readRawEntry(from: file, at: entry.location.offset, expected: LocalEngine.expected(digests[1], entry),
+                                        verify: true, limits: Store.Limits())
+        }
+        #expect(error.code == .corrupted)
+        #expect(error.path == pack.path)
+        #expect(error.offset == entry.location.offset)
+    }
+
     // MARK: What each read detects (Docs/durability.md)
 
     enum Kind: String, CaseIterable, Sendable { case raw, compressed }
@@ -159,7 +173,7 @@ import Testing
 
     /// Claim: with `verifiesReads`, a read checks what it returns, the bytes' SHA-256, and not the
     /// entry's checksum: damage that leaves the blob's bytes intact (the put time) returns the
-    /// right bytes, as `verify` with `readData` finds nothing wrong with them.
+    /// right bytes; `verify` with `readData` checks the CRC32C too and reports the entry.
     @Test(arguments: Kind.allCases)
     func theVerifiedReadReturnsIntactBytesDespiteHeaderDamage(kind: Kind) throws {
         let dir = TemporaryDirectory()
@@ -167,7 +181,12 @@ import Testing
         try flipBit(in: pack, at: Self.offset(of: .headerPutTime, in: entry), bit: 1)
         let store = try Store(at: dir.store, configuration: Self.configuration(verifiesReads: true))
         #expect(try store.get(digests[1]) == blobs[1])
-        #expect(try store.verify(.init(readData: true)).isClean)
+        let problems = try store.verify(.init(readData: true)).problems
+        #expect(problems.map(\.digest) == [digests[1]])
+        #expect(problems.first?.kind == "blobData")
+        #expect(problems.first?.path == pack.path)
+        #expect(problems.first?.offset == entry.location.offset)
+        #expect(problems.first?.message.contains("CRC32C") == true)
     }
 
     /// Claim: a pack cut short inside an entry fails its read, in either mode, naming the pack.

@@ -79,6 +79,26 @@ import Testing
         #expect(problem.message.contains(path))
     }
 
+    @Test func verifyReadingDataFindsAnEntryWhoseCRCNoLongerMatches() throws {
+        let dir = TemporaryDirectory()
+        let (digest, location) = try storeOneBlob(in: dir)
+        let path = packPath(dir, location.pack)
+        // The checksum field: the blob still decodes and hashes to its digest, so only the CRC tells.
+        try flipBitInPlace(path, at: location.offset + UInt64(PackFormat.entryHeaderSize) - 1)
+
+        let store = try Store(at: dir.store, configuration: .testing())
+        #expect(try store.get(digest).count == 5000, "a re-hashing read does not look at the CRC")
+        let report = try store.verify(.init(readData: true))
+        let problem = try #require(report.problems.first)
+        #expect(report.problems.count == 1)
+        #expect(problem.kind == "blobData")
+        #expect(problem.digest == digest)
+        #expect(problem.path == path)
+        #expect(problem.offset == location.offset)
+        #expect(problem.message.contains("CRC32C"))
+        #expect(problem.message.contains(path) && problem.message.contains("offset \(location.offset)"))
+    }
+
     @Test func verifyFindsADamagedEntryHeader() throws {
         let dir = TemporaryDirectory()
         let (digest, location) = try storeOneBlob(in: dir)

@@ -100,6 +100,36 @@ import Testing
         #expect(try store.record(forKey: "🙂/x")?.value == Data("🙂/x".utf8))
     }
 
+    /// A transaction's listing merges its pending writes into the committed keys: checked against a
+    /// model after every change of a random mix of sets and removals over committed keys, pending
+    /// keys, and keys that are neither, under several prefixes.
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func aTransactionListsItsOwnWritesMergedWithTheCommittedKeys(seed: UInt64) throws {
+        let dir = TemporaryDirectory()
+        let store = try Store(at: dir.store, configuration: .testing())
+        var random = SeededRandom(seed: seed)
+        let names = ["a", "a/1", "a/10", "a/2", "ab", "b", "b/x", "e", "e\u{20DD}", "é", "e\u{301}x", "🙂", "🙂/y", "z"]
+        let committed = Set(names.filter { _ in random.next() % 2 == 0 })
+        try store.write { tx in for key in committed { try tx.setRecord(Record(value: Data(key.utf8)), forKey: key) } }
+        let prefixes = ["", "a", "a/", "b", "e", "🙂", "q"]
+        try store.write { tx in
+            var model = committed
+            for _ in 0 ..< 60 {
+                let key = names[Int(random.next() % UInt64(names.count))]
+                if random.next() % 3 == 0 {
+                    try tx.removeRecord(forKey: key)
+                    model.remove(key)
+                } else {
+                    try tx.setRecord(Record(value: Data("new".utf8)), forKey: key)
+                    model.insert(key)
+                }
+                for prefix in prefixes {
+                    #expect(try tx.keys(withPrefix: prefix) == model.filter { $0.hasPrefix(prefix) }.sorted(), "prefix \"\(prefix)\"")
+                }
+            }
+        }
+    }
+
     @Test func snapshotsStayConsistentWhileWritersContinue() throws {
         let dir = TemporaryDirectory()
         let store = try Store(at: dir.store, configuration: .testing())

@@ -32,11 +32,7 @@ extension LocalEngine {
         guard size <= UInt64(max(0, configuration.limits.maximumGetSize)) else {
             throw StoreError.limitExceeded("blob \(digest) is \(size) bytes; get returns at most \(configuration.limits.maximumGetSize) (export streams it)")
         }
-        guard entry.isManifest else {
-            let blob = try readBlob(digest, entry: entry, from: file)
-            cache.insert(blob, for: digest)
-            return blob
-        }
+        guard entry.isManifest else { return try readBlob(digest, entry: entry, from: file, caching: true) }
         var data = Data(capacity: Int(size))
         try forEachChunk(ofChunkedBlob: digest, size: size) { data.append($0) }
         return data
@@ -57,7 +53,9 @@ extension LocalEngine {
         throw StoreError(code: .notFound, message: "blob \(digest) is not in the store")
     }
 
-    func readBlob(_ digest: Digest, entry: BlobEntry, from file: File, verify: Bool? = nil) throws -> Data {
+    /// The blob of a (non-manifest) entry, checked as ``get(_:)`` describes; with `caching`, also
+    /// kept in the read cache once it has passed, as its zstd frame where that is smaller.
+    func readBlob(_ digest: Digest, entry: BlobEntry, from file: File, verify: Bool? = nil, caching: Bool = false) throws -> Data {
         let offset = entry.location.offset
         let expected = Self.expected(digest, entry)
         // Checked before the read allocates: an index entry claiming a huge blob cannot exhaust memory.
@@ -66,15 +64,20 @@ extension LocalEngine {
         return try logDamage(to: digest) {
             // Stored raw (the blob did not compress), a large entry's payload is read in place as the blob.
             if !entry.isCompressed && entry.rawLength >= PackReader.inPlaceReadMinimumSize {
-                return try PackReader.readRawEntry(from: file, at: offset, expected: expected, verify: verify ?? configuration.verifiesReads,
-                                                   limits: configuration.limits)
+                let blob = try PackReader.readRawEntry(from: file, at: offset, expected: expected, verify: verify ?? configuration.verifiesReads,
+                                                       limits: configuration.limits)
+                if caching { cache.insert(blob, for: digest) }
+                return blob
             }
-            return try withUnsafeTemporaryAllocation(byteCount: PackFormat.entryHeaderSize + Int(entry.storedLength), alignment: 16) { stored in
-                try file.readExactly(into: stored, at: offset)
-                return try PackReader.decodeEntry(UnsafeRawBufferPointer(stored), expected: expected, verify: verify ?? configuration.verifiesReads,
-                                                  limits: configuration.limits, path: file.path, offset: offset) { dictionaryOffset in
+            return try withUnsafeTemporaryAllocation(byteCount: PackFormat.entryHeaderSize + Int(entry.storedLength), alignment: 16) { buffer in
+                try file.readExactly(into: buffer, at: offset)
+                let stored = UnsafeRawBufferPointer(buffer)
+                let blob = try PackReader.decodeEntry(stored, expected: expected, verify: verify ?? configuration.verifiesReads,
+                                                      limits: configuration.limits, path: file.path, offset: offset) { dictionaryOffset in
                     try dictionary(in: entry.location.pack, file: file, at: dictionaryOffset)
                 }
+                if caching && cache.capacity > 0 { cache.insert(blob, for: digest, frame: PackReader.standaloneFrame(ofEntry: stored)) }
+                return blob
             }
         }
     }

@@ -213,7 +213,7 @@ extension LocalEngine {
                 if readData && entry.isManifest {
                     try verifyManifestData(digest, blobs)
                 } else if readData {
-                    _ = try readBlob(digest, entry: entry, from: file, verify: true)
+                    try verifyEntryData(digest, entry: entry, from: file)
                 } else {
                     let header = try file.readExactly(PackFormat.entryHeaderSize, at: location.offset)
                     let parsed = try header.withUnsafeBytes { try PackFormat.parseEntryHeader($0) }
@@ -235,6 +235,30 @@ extension LocalEngine {
             }
         }
         progress?(MaintenanceProgress(phase: .checkingBlobs, completed: ordered.count, total: ordered.count))
+    }
+
+    /// Reads a blob's pack entry once and checks everything it holds: the header against the index,
+    /// the blob's re-hash, and the entry's CRC32C, which a re-hashing read skips (the hash covers
+    /// the blob, not the stored bytes: a damaged checksum field, or stored bytes that still decode
+    /// to the blob, would otherwise pass here and fail a later read with `verifiesReads` off).
+    private func verifyEntryData(_ digest: Digest, entry: BlobEntry, from file: File) throws {
+        let offset = entry.location.offset
+        let expected = Self.expected(digest, entry)
+        try PackReader.checkLengths(expected, limits: configuration.limits, path: file.path, offset: offset)
+        try withUnsafeTemporaryAllocation(byteCount: PackFormat.entryHeaderSize + Int(entry.storedLength), alignment: 16) { buffer in
+            try file.readExactly(into: buffer, at: offset)
+            let stored = UnsafeRawBufferPointer(buffer)
+            _ = try PackReader.decodeEntry(stored, expected: expected, verify: true, limits: configuration.limits,
+                                           path: file.path, offset: offset) { dictionaryOffset in
+                try dictionary(in: entry.location.pack, file: file, at: dictionaryOffset)
+            }
+            let header = UnsafeRawBufferPointer(rebasing: stored[..<PackFormat.entryHeaderSize])
+            let payload = UnsafeRawBufferPointer(rebasing: stored[PackFormat.entryHeaderSize...])
+            guard PackFormat.checksumMatches(header: header, payload: payload) else {
+                throw StoreError.corrupted("pack entry for blob \(digest) fails its CRC32C (the blob itself still hashes to its digest)",
+                                           path: file.path, offset: offset)
+            }
+        }
     }
 }
 

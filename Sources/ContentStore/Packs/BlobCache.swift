@@ -6,6 +6,13 @@ import Synchronization
 /// it holds (``Store/Configuration/readCacheSize``); evicts by CLOCK (second chance), so a blob got
 /// again since the hand last passed stays.
 ///
+/// While blobs fit, they are kept decoded, and a hit costs no more than the lookup. Once the cache is
+/// full, a blob whose pack entry is compressed well (its zstd frame at most
+/// ``compressedFormMaximumShare`` of the blob) is kept as that frame, and a hit decompresses it:
+/// for the text-like small blobs most stores hold, two to three times as many fit in the same
+/// bytes, and a hit still skips the `pread` and the re-hash (Docs/benchmarks/analysis.md §4). So a
+/// working set that fits gets the cheapest hits, and one that does not gets the most of them.
+///
 /// It holds only bytes that passed verification as they were read from their pack (with
 /// ``Store/Configuration/verifiesReads``, their re-hash), and serves them without hashing them
 /// again: verification guards against damage on the disk, which a cached copy does not see, and
@@ -15,7 +22,10 @@ import Synchronization
 package final class BlobCache: Sendable {
     private struct Slot {
         var digest: Digest
-        var blob: Data
+        /// The blob, or with ``decodedLength`` the zstd frame it was decompressed from.
+        var bytes: Data
+        /// The blob's length when ``bytes`` is its frame; nil when ``bytes`` is the blob.
+        var decodedLength: Int?
         var recentlyUsed: Bool
     }
 
@@ -27,8 +37,11 @@ package final class BlobCache: Sendable {
         var bytes = 0
     }
 
-    /// Bytes of blobs held at most.
+    /// Bytes of blobs held at most (a blob kept as its frame counts the frame's bytes).
     let capacity: Int
+    /// A blob whose frame is larger than this share of it is kept decoded: the memory saved would
+    /// not pay for decompressing it on every hit.
+    static let compressedFormMaximumShare = 0.75
     /// Larger blobs are not cached: one would push out many small ones, and re-reading a large blob
     /// costs little more per byte than copying it.
     var largestCachedBlob: Int { capacity / 16 }
@@ -41,26 +54,61 @@ package final class BlobCache: Sendable {
     /// Bytes of the blobs held now.
     var bytes: Int { state.withLock { $0.bytes } }
 
-    /// The cached bytes of `digest`, marked recently used; nil when not cached.
+    /// The cached bytes of `digest`, marked recently used; nil when not cached. A blob kept as its
+    /// frame is decompressed here, outside the lock.
     package func blob(_ digest: Digest) -> Data? {
         guard capacity > 0 else { return nil }
-        return state.withLock { state in
+        let found = state.withLock { state -> (bytes: Data, decodedLength: Int?)? in
             guard let index = state.positions[digest] else { return nil }
             state.slots[index].recentlyUsed = true
-            return state.slots[index].blob
+            return (state.slots[index].bytes, state.slots[index].decodedLength)
+        }
+        guard let (bytes, decodedLength) = found else { return nil }
+        guard let decodedLength else { return bytes }
+        // The frame decompressed to bytes that hashed to the digest when it was read; decompression
+        // is deterministic, so it does again. A frame that fails anyway is dropped, and read afresh.
+        guard let blob = Self.decompress(bytes, count: decodedLength) else {
+            remove(digest)
+            return nil
+        }
+        return blob
+    }
+
+    /// Keeps `blob`, which the caller read and verified, evicting others to make room. `frame`, when
+    /// given, is the zstd frame (without a dictionary) the blob was decompressed from: kept instead
+    /// of the blob when the blob would not fit without evicting and the frame is small enough
+    /// (``compressedFormMaximumShare``).
+    package func insert(_ blob: Data, for digest: Digest, frame: UnsafeRawBufferPointer? = nil) {
+        guard blob.count > 0, blob.count <= largestCachedBlob else { return }
+        // Copied before the lock is taken; whether it is kept is decided under it.
+        let compact = frame.flatMap { Double($0.count) <= Double(blob.count) * Self.compressedFormMaximumShare ? Data($0) : nil }
+        state.withLock { state in
+            guard state.positions[digest] == nil else { return }
+            let full = state.bytes + blob.count > capacity
+            let slot = if let compact, full {
+                Slot(digest: digest, bytes: compact, decodedLength: blob.count, recentlyUsed: false)
+            } else {
+                Slot(digest: digest, bytes: blob, decodedLength: nil, recentlyUsed: false)
+            }
+            while state.bytes + slot.bytes.count > capacity { evictOne(&state) }
+            state.positions[digest] = state.slots.count
+            state.slots.append(slot)
+            state.bytes += slot.bytes.count
         }
     }
 
-    /// Keeps `blob`, which the caller read and verified, evicting others to make room.
-    package func insert(_ blob: Data, for digest: Digest) {
-        guard blob.count > 0, blob.count <= largestCachedBlob else { return }
-        state.withLock { state in
-            guard state.positions[digest] == nil else { return }
-            while state.bytes + blob.count > capacity { evictOne(&state) }
-            state.positions[digest] = state.slots.count
-            state.slots.append(Slot(digest: digest, blob: blob, recentlyUsed: false))
-            state.bytes += blob.count
+    /// The blob of `count` bytes a cached frame holds, in a buffer the returned `Data` owns; nil if
+    /// the frame does not decompress to exactly that.
+    private static func decompress(_ frame: Data, count: Int) -> Data? {
+        let blob = UnsafeMutableRawBufferPointer.allocate(byteCount: count, alignment: 16)
+        do {
+            try frame.withUnsafeBytes { try Zstd.decompress($0, into: blob) }
+        } catch {
+            blob.deallocate()
+            return nil
         }
+        guard let base = blob.baseAddress else { return Data() }
+        return Data(bytesNoCopy: base, count: count, deallocator: .custom { pointer, _ in pointer.deallocate() })
     }
 
     /// Forgets `digest`.
@@ -88,7 +136,7 @@ package final class BlobCache: Sendable {
     private func remove(at index: Int, _ state: inout State) {
         let removed = state.slots[index]
         state.positions[removed.digest] = nil
-        state.bytes -= removed.blob.count
+        state.bytes -= removed.bytes.count
         let last = state.slots.removeLast()
         if index < state.slots.count {
             state.slots[index] = last

@@ -88,6 +88,14 @@ enum PackReader {
         return Data(bytesNoCopy: base, count: blob.count, deallocator: .custom { pointer, _ in pointer.deallocate() })
     }
 
+    /// The zstd frame of a decoded entry (its 56-byte header and payload) that decompresses on its
+    /// own, or nil when the entry is stored raw or its frame needs a dictionary.
+    static func standaloneFrame(ofEntry bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        let header = UnsafeRawBufferPointer(rebasing: bytes[0 ..< PackFormat.entryHeaderSize])
+        guard let parsed = try? PackFormat.parseEntryHeader(header), parsed.isCompressed, !parsed.usesDictionary else { return nil }
+        return UnsafeRawBufferPointer(rebasing: bytes[PackFormat.entryHeaderSize...])
+    }
+
     /// Uncompressed entries at least this long are read in place (``readRawEntry(from:at:expected:verify:limits:)``):
     /// two `pread`s instead of one, which pays once the copy it saves costs more than a system call
     /// (a 64 KiB copy takes a few microseconds, as long as a `pread`).
@@ -100,7 +108,11 @@ enum PackReader {
     /// allocation, the header against the index, then the blob's re-hash with `verify`, else the
     /// entry's CRC32C.
     static func readRawEntry(from file: File, at offset: UInt64, expected: ExpectedEntry, verify: Bool, limits: Store.Limits) throws -> Data {
-        precondition(!expected.compressed, "readRawEntry reads uncompressed entries")
+        // The caller picks this path from the index entry; an entry claiming compression has no
+        // blob to read in place, whatever led here.
+        guard !expected.compressed else {
+            throw StoreError.corrupted("blob \(expected.digest) is stored compressed; its entry cannot be read in place", path: file.path, offset: offset)
+        }
         try checkLengths(expected, limits: limits, path: file.path, offset: offset)
         let header = try file.readExactly(PackFormat.entryHeaderSize, at: offset)
         _ = try header.withUnsafeBytes { try checkHeader($0, expected: expected, path: file.path, offset: offset) }

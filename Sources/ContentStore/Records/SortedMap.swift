@@ -124,18 +124,23 @@ extension SortedMap where Key == String {
     /// Keys that start with `prefix` (`String.hasPrefix` semantics), ascending.
     func keys(withPrefix prefix: String) -> [String] {
         guard !prefix.isEmpty else { return map(\.key) }
+        var keys: [String] = []
+        forEach(withPrefix: prefix) { key, _ in keys.append(key) }
+        return keys
+    }
+
+    /// Calls `body` with each entry whose key starts with `prefix`, ascending by key.
+    func forEach(withPrefix prefix: String, _ body: (String, Value) throws -> Void) rethrows {
         // Keys whose normalized scalars start with the prefix's lie in [prefix, prefix + U+10FFFF).
         // Not every key there has the prefix character by character ("e\u{20DD}" does not start with
         // "e"), and such a key can sit between two that do, so filter inside the range rather than
         // stopping at the first key that fails.
         let end = prefix + "\u{10FFFF}"
-        var keys: [String] = []
-        forEach(from: prefix) { key, _ in
-            guard key < end else { return false }
-            if key.hasPrefix(prefix) { keys.append(key) }
+        try forEach(from: prefix) { key, value in
+            guard prefix.isEmpty || key < end else { return false }
+            if key.hasPrefix(prefix) { try body(key, value) }
             return true
         }
-        return keys
     }
 }
 

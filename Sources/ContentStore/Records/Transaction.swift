@@ -7,8 +7,9 @@ import Foundation
 public struct Transaction {
     private let base: any RecordView
     private let limits: Store.Limits
-    /// The new state of each changed key; `.some(nil)` is a removal.
-    private(set) var changes: [String: Record?] = [:]
+    /// The new state of each changed key, in key order; `.some(nil)` is a removal. Ordered, so a
+    /// prefix listing merges two sorted runs and commit takes the changes without a sort.
+    private(set) var changes = SortedMap<String, Record?>()
     private var encodedSize = 0
 
     /// A transaction over `base`, the state it reads (an engine's).
@@ -25,12 +26,27 @@ public struct Transaction {
     }
 
     /// Keys starting with `prefix`, ascending, as this transaction sees them.
+    ///
+    /// O(k + m + log n) for k committed and m pending keys under the prefix, of n pending in all: the
+    /// committed keys and the pending changes under the prefix are two ascending runs, merged.
     public func keys(withPrefix prefix: String) throws -> [String] {
-        var keys = Set(try base.keys(withPrefix: prefix))
-        for (key, change) in changes where key.hasPrefix(prefix) {
-            if change == nil { keys.remove(key) } else { keys.insert(key) }
+        var committed = try base.keys(withPrefix: prefix)
+        // A view is asked for UTF-8 byte order, which differs from `String`'s for keys that are not
+        // in normal form; the merge needs `String`'s, as the pending changes are kept in it.
+        if !zip(committed, committed.dropFirst()).allSatisfy({ $0 < $1 }) { committed.sort() }
+        var keys: [String] = []
+        keys.reserveCapacity(committed.count)
+        var next = committed.startIndex
+        changes.forEach(withPrefix: prefix) { key, change in
+            while next < committed.endIndex && committed[next] < key {
+                keys.append(committed[next])
+                next += 1
+            }
+            if next < committed.endIndex && committed[next] == key { next += 1 }
+            if change != nil { keys.append(key) }
         }
-        return keys.sorted()
+        keys.append(contentsOf: committed[next...])
+        return keys
     }
 
     /// Sets the record under `key`. Its references must name blobs the store holds when the
@@ -65,8 +81,7 @@ public struct Transaction {
     /// Changes that leave a key as it was (removing a missing key, setting an identical record) are
     /// left out, so an unchanged rewrite commits nothing.
     package func effectiveChanges() throws -> [(key: String, record: Record?)] {
-        try changes.keys.sorted().compactMap { key in
-            let record = changes[key]!
+        try changes.compactMap { key, record in
             if try record == base.record(forKey: key) { return nil }
             return (key, record)
         }
