@@ -47,25 +47,24 @@ protocol MemoizedContainer {
 extension Array: MemoizedContainer where Element: Encodable & Equatable {
     func encodeNode(previous: StateNode?, codingPath: [any CodingKey]) throws -> StateNode {
         let old = previous?.source as? [Element]
-        let oldNodes = previous?.elements ?? []
+        let oldCount = previous?.elementCount ?? 0
         // The elements an update only copied (its body changed one and the array was copied on
-        // write) keep their nodes without a call to `==`: so an update of one element of a large
-        // array costs a memory comparison of the two buffers, not a comparison per element.
-        let (prefix, suffix) = old.flatMap { $0.count == oldNodes.count ? Bitwise.unchangedEnds(of: $0, and: self) : nil } ?? (0, 0)
-        var nodes: [StateNode] = []
-        nodes.reserveCapacity(count)
-        nodes.append(contentsOf: oldNodes[..<prefix])
+        // write) keep their nodes without a call to `==`, and a large array's chunks that hold only
+        // such elements are taken whole: so an update of one element of a large array costs a
+        // memory comparison of the two buffers and the changed chunk, not a step per element.
+        let (prefix, suffix) = old.flatMap { $0.count == oldCount ? Bitwise.unchangedEnds(of: $0, and: self) : nil } ?? (0, 0)
+        var middle: [StateNode] = []
+        middle.reserveCapacity(count - prefix - suffix)
         for index in prefix ..< count - suffix {
             let element = self[index]
-            let oldNode = index < oldNodes.count ? oldNodes[index] : nil
+            let oldNode = index < oldCount ? previous?.child(at: index) : nil
             if let old, let oldNode, index < old.count, old[index] == element {
-                nodes.append(oldNode)
+                middle.append(oldNode)
             } else {
-                nodes.append(try TreeEncoder.encodeValue(element, previous: oldNode, codingPath: codingPath + [IndexKey(index)]))
+                middle.append(try TreeEncoder.encodeValue(element, previous: oldNode, codingPath: codingPath + [IndexKey(index)]))
             }
         }
-        nodes.append(contentsOf: oldNodes[(oldNodes.count - suffix)...])
-        return .array(nodes, source: self, previous: previous)
+        return .array(splicing: middle, prefix: prefix, suffix: suffix, of: previous, source: self)
     }
 }
 
