@@ -11,14 +11,51 @@ struct StoreState: Sendable {
         var description: String
     }
 
-    /// The first reference in `changes` to a blob the index does not hold.
+    /// The first reference in `changes` to a blob the index does not hold. Only the references a
+    /// change adds to its record's are looked up: the ones the record has already are counted, so
+    /// the index holds them (a counted blob is never dropped).
     func firstMissingReference(in changes: [LogRecord.Change]) -> (key: String, digest: Digest)? {
         for change in changes {
-            for digest in change.record?.references ?? [] where blobs[digest] == nil {
-                return (change.key, digest)
+            var missing: Digest?
+            Self.forEachDifference(from: records[change.key]?.references ?? [], to: change.record?.references ?? []) { digest, delta in
+                if missing == nil, delta > 0, blobs[digest] == nil { missing = digest }
             }
+            if let missing { return (change.key, missing) }
         }
         return nil
+    }
+
+    /// Calls `body` with +1 for each reference `new` has more than `old` and -1 for each it has
+    /// fewer (occurrences counted: the lists are multisets). When both lists are sorted, as the
+    /// facades keep them, one merge pass skips the references they share, so a record of a hundred
+    /// references that changes one costs a comparison per reference and two calls, not a hundred
+    /// lookups; otherwise every reference of both is passed (the changes sum the same).
+    static func forEachDifference(from old: [Digest], to new: [Digest], _ body: (Digest, Int) -> Void) {
+        guard old != new else { return }
+        guard isSorted(old), isSorted(new) else {
+            for digest in old { body(digest, -1) }
+            for digest in new { body(digest, 1) }
+            return
+        }
+        var (oldIndex, newIndex) = (0, 0)
+        while oldIndex < old.count, newIndex < new.count {
+            if old[oldIndex] < new[newIndex] {
+                body(old[oldIndex], -1)
+                oldIndex += 1
+            } else if new[newIndex] < old[oldIndex] {
+                body(new[newIndex], 1)
+                newIndex += 1
+            } else {
+                oldIndex += 1
+                newIndex += 1
+            }
+        }
+        for digest in old[oldIndex...] { body(digest, -1) }
+        for digest in new[newIndex...] { body(digest, 1) }
+    }
+
+    private static func isSorted(_ digests: [Digest]) -> Bool {
+        digests.indices.dropFirst().allSatisfy { !(digests[$0] < digests[$0 - 1]) }
     }
 
     /// Applies a commit: replaces each changed record and moves reference counts by the difference
@@ -33,8 +70,9 @@ struct StoreState: Sendable {
         }
         var deltas: [Digest: Int] = [:]
         for change in commit.changes {
-            for digest in records[change.key]?.references ?? [] { deltas[digest, default: 0] -= 1 }
-            for digest in change.record?.references ?? [] { deltas[digest, default: 0] += 1 }
+            Self.forEachDifference(from: records[change.key]?.references ?? [], to: change.record?.references ?? []) { digest, delta in
+                deltas[digest, default: 0] += delta
+            }
         }
         for (digest, delta) in deltas where delta != 0 {
             let current = Int(blobs[digest]?.refCount ?? 0)

@@ -89,6 +89,41 @@ import Testing
         #expect(store.refCount(of: a) == 0)
     }
 
+    /// A record's references replaced by a list that shares some of them: the counts move by the
+    /// difference only, whether the lists are sorted (one merge pass) or not (every reference), with
+    /// repeats, across two records of one commit, and through a reopen (the log replayed).
+    @Test(arguments: [true, false])
+    func partlyOverlappingReferenceListsMoveCountsByTheirDifference(sorted: Bool) throws {
+        let dir = TemporaryDirectory()
+        var store: Store? = try Store(at: dir.store, configuration: .testing())
+        let digests = try (0 ..< 6).map { try store!.put(Data("blob \($0)".utf8)) }.sorted()
+        let (a, b, c, d, e, f) = (digests[0], digests[1], digests[2], digests[3], digests[4], digests[5])
+        func list(_ digests: [Digest]) -> [Digest] { sorted ? digests.sorted() : digests.sorted().reversed() }
+        try store!.write { tx in
+            try tx.setRecord(Record(references: list([a, b, b, c, d])), forKey: "one")
+            try tx.setRecord(Record(references: list([d, e])), forKey: "two")
+        }
+        func counts() -> [Int] { digests.map { store!.refCount(of: $0) } }
+        #expect(counts() == [1, 2, 1, 2, 1, 0])
+        try store!.write { tx in
+            // one: a dropped, one b of two dropped, c kept, d kept, e and f added; two: d moved away, e kept.
+            try tx.setRecord(Record(references: list([b, c, d, e, f])), forKey: "one")
+            try tx.setRecord(Record(references: list([e])), forKey: "two")
+        }
+        #expect(counts() == [0, 1, 1, 1, 2, 1])
+        let unknown = Digest.sha256(Data("never put".utf8))
+        let error = try #require(throws: StoreError.self) {
+            try store!.write { tx in try tx.setRecord(Record(references: list([b, c, unknown])), forKey: "one") }
+        }
+        #expect(error.code == .missingBlob)
+        #expect(error.message.contains(unknown.hex))
+        #expect(counts() == [0, 1, 1, 1, 2, 1])
+        try store!.close()
+        store = try Store(at: dir.store, configuration: .testing())
+        #expect(counts() == [0, 1, 1, 1, 2, 1])
+        #expect(try store!.verify(VerificationOptions()).isClean)
+    }
+
     @Test func keysAreSortedAndFilteredByPrefix() throws {
         let dir = TemporaryDirectory()
         let store = try Store(at: dir.store, configuration: .testing())

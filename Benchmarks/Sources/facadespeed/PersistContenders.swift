@@ -49,7 +49,18 @@ final class PersistContenders {
     var contenders: [Contender] {
         [Contender(names: ["p.write", "p.undo", "p.redo"]) { [self] in
             [try writeOne(), try measure { _ = try persister.undo() }, try measure { _ = try persister.redo() }]
-        }]
+        },
+         Contender(name: "p.1KiB") { [self] in try commitKibibyte() }]
+    }
+
+    /// The reference commit on this store: what any commit costs on a store of 400,000 records
+    /// (each commit copies the record tree's path to its key, cold in the cache), Persist aside.
+    private func commitKibibyte() throws -> Sample {
+        counter += 1
+        var value = Data(repeating: 0x61, count: 1024)
+        withUnsafeBytes(of: counter) { value.replaceSubrange(0 ..< 8, with: $0) }
+        let store = fixture.store
+        return try measure { try store.write { try $0.setRecord(Record(value: value), forKey: "baseline") } }
     }
 
     private func writeOne() throws -> Sample {

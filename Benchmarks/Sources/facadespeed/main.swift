@@ -11,7 +11,7 @@
 // - `file`: the same change made POSLens's way, made durable: the whole state encoded and written
 //   to a file with fsync, then renamed;
 // - `p.write`, `p.undo`, `p.redo`: Persist, one entity of a graph of 100,000 saved, undone, redone
-//   (each target ≤ 2× `1KiB`);
+//   (each target ≤ 2× `1KiB`); `p.1KiB`: the 1 KiB commit on Persist's store of ~400,000 records;
 // - `g.write`, `g.undo`, `g.redo`: the same in SQLite (GRDB, WAL, synchronous FULL) with its own
 //   undo table, as the original Persist did;
 // and, per round, `value` of a 64-field state (target ≤ 100 ns) beside the cost of copying the same

@@ -197,21 +197,27 @@ final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
     }
 
     /// Publishes every produced version up to `version` in sequence order, notifying as it goes.
-    /// The versions before it are durable too: the log is synced in order.
+    /// The versions before it are durable too: the log is synced in order. The versions replaced
+    /// are let go of on ``DeferredRelease``'s thread: freeing a large state's previous root and
+    /// tree is not the writer's work (Docs/statelens.md, "Speed").
     private func publish(upTo version: Version<Root>) {
-        publication.withLock { publication in
+        let replaced = publication.withLock { publication -> [Version<Root>] in
             var old = latest
-            guard old.sequence < version.sequence else { return }
+            guard old.sequence < version.sequence else { return [] }
+            var replaced = [old]
             for sequence in (old.sequence + 1) ... version.sequence {
                 guard let next = publication.produced.removeValue(forKey: sequence) else { continue }
                 current.withLock { $0 = next }
                 for observer in publication.observers.values { observer.deliver(old.root, next.root, sequence) }
+                if next !== version { replaced.append(next) }
                 old = next
             }
             if !publication.produced.isEmpty {
                 publication.produced = publication.produced.filter { $0.key > version.sequence }
             }
+            return replaced
         }
+        if !replaced.isEmpty { DeferredRelease.shared.release(replaced) }
     }
 
     // MARK: Observers

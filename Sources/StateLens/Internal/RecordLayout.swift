@@ -124,11 +124,16 @@ extension Array where Element: Equatable {
 extension Array where Element: Comparable {
     /// Whether this array, sorted ascending, holds `element` (binary search).
     func sortedContains(_ element: Element) -> Bool {
+        sortedIndex(of: element) != nil
+    }
+
+    /// The index of `element` in this array, sorted ascending (binary search).
+    func sortedIndex(of element: Element) -> Int? {
         var (low, high) = (0, count)
         while low < high {
             let middle = (low + high) / 2
             if self[middle] < element { low = middle + 1 } else { high = middle }
         }
-        return low < count && self[low] == element
+        return low < count && self[low] == element ? low : nil
     }
 }

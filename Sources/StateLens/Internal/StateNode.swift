@@ -93,17 +93,26 @@ final class StateNode: @unchecked Sendable {
         case scalar
         /// Keys ascending by UTF-8 bytes, each with its value's node.
         case object(keys: [String], children: [StateNode])
+        /// A small array's elements, in order.
         case array([StateNode])
+        /// A large array: its elements are the members of its ``StateNode/chunks``, which are
+        /// shared with the versions it was built from (so an update of one element neither walks
+        /// nor frees the others).
+        case chunkedArray
     }
 
-    /// A chunk of a large container: which members it holds, and the part storing them.
-    struct Chunk {
-        var members: [ObjectIdentifier]
-        var part: Part
+    /// A chunk of a large container: its members, and the part storing them. A class: a chunk an
+    /// update did not change is the same object in the next version's node.
+    final class Chunk: Sendable {
+        let members: [StateNode]
+        let part: Part
+        /// Every part the members' expansion needs (not the chunk's own).
+        let memberParts: [Digest]
 
-        /// Whether the chunk holds exactly `nodes`, in order.
-        func holds(_ nodes: ArraySlice<StateNode>) -> Bool {
-            members.count == nodes.count && zip(members, nodes).allSatisfy { $0 == ObjectIdentifier($1) }
+        init(members: [StateNode], part: Part, memberParts: [Digest]) {
+            self.members = members
+            self.part = part
+            self.memberParts = memberParts
         }
     }
 
@@ -116,17 +125,28 @@ final class StateNode: @unchecked Sendable {
     let ownPart: Part?
     /// The chunks of a large container.
     let chunks: [Chunk]
+    /// How many members the chunks up to each one hold (index after its last member).
+    let chunkEnds: [Int]
+    /// The bytes of a container's member texts (an object's with their keys), separators excluded:
+    /// what decides whether it is cut into chunks.
+    let memberBytes: Int
     /// Every part the fragment's expansion needs, this subtree's own and its descendants'.
     let parts: [Digest]
     /// A hash of the fragment, for chunk boundaries.
     let fingerprint: UInt64
 
-    private init(kind: Kind, source: Any?, fragment: [UInt8], ownPart: Part?, chunks: [Chunk], parts: [Digest]) {
+    private init(kind: Kind, source: Any?, fragment: [UInt8], ownPart: Part? = nil, chunks: [Chunk] = [], memberBytes: Int = 0, parts: [Digest]) {
         self.kind = kind
         self.source = source
         self.fragment = fragment
         self.ownPart = ownPart
         self.chunks = chunks
+        var end = 0
+        self.chunkEnds = chunks.map { chunk in
+            end += chunk.members.count
+            return end
+        }
+        self.memberBytes = memberBytes
         self.parts = parts
         self.fingerprint = StateNode.fnv(fragment[...])
     }
@@ -134,16 +154,16 @@ final class StateNode: @unchecked Sendable {
     /// A string, number, boolean or null, as its JSON text.
     static func scalar(_ json: [UInt8], source: Any?) -> StateNode {
         guard json.count > PartFormat.partSize else {
-            return StateNode(kind: .scalar, source: source, fragment: json, ownPart: nil, chunks: [], parts: [])
+            return StateNode(kind: .scalar, source: source, fragment: json, parts: [])
         }
         let part = Part(digest: Digest.sha256(json), bytes: json)
         var fragment: [UInt8] = []
         PartFormat.appendReference(part.digest, to: &fragment)
-        return StateNode(kind: .scalar, source: source, fragment: fragment, ownPart: part, chunks: [], parts: [part.digest])
+        return StateNode(kind: .scalar, source: source, fragment: fragment, ownPart: part, parts: [part.digest])
     }
 
     /// An object; `members` need not be sorted. `previous` is the node this one replaces, whose
-    /// chunks are reused where they hold the same member nodes.
+    /// chunks are reused where they hold the same members.
     static func object(_ members: [(key: String, node: StateNode)], source: Any?, previous: StateNode?) -> StateNode {
         let sorted = members.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
         let texts = sorted.map { member -> [UInt8] in
@@ -154,88 +174,164 @@ final class StateNode: @unchecked Sendable {
         }
         let keys = sorted.map(\.key)
         let children = sorted.map(\.node)
-        let fingerprints = zip(keys, children).map { StateNode.fnv(Array($0.0.utf8)[...]) ^ $0.1.fingerprint }
-        return container(kind: .object(keys: keys, children: children), open: UInt8(ascii: "{"), close: UInt8(ascii: "}"),
-                         children: children, size: texts.reduce(0) { $0 + $1.count }, text: { texts[$0] }, fingerprint: { fingerprints[$0] },
-                         source: source, previous: previous)
-    }
-
-    /// An array, in order. Its members' texts are their fragments, read in place: an array of a
-    /// thousand elements is not copied into lists of texts and fingerprints on every update.
-    static func array(_ elements: [StateNode], source: Any?, previous: StateNode?) -> StateNode {
-        container(kind: .array(elements), open: UInt8(ascii: "["), close: UInt8(ascii: "]"),
-                  children: elements, size: elements.reduce(0) { $0 + $1.fragment.count },
-                  text: { elements[$0].fragment }, fingerprint: { elements[$0].fingerprint },
-                  source: source, previous: previous)
-    }
-
-    /// A container of `children`, whose texts (`text(i)`: the member's JSON, with its key in an
-    /// object) add up to `size` bytes.
-    private static func container(kind: Kind, open: UInt8, close: UInt8, children: [StateNode], size textBytes: Int,
-                                  text: (Int) -> [UInt8], fingerprint: (Int) -> UInt64, source: Any?, previous: StateNode?) -> StateNode {
-        var parts = children.flatMap(\.parts)
-        var fragment: [UInt8] = [open]
-        guard textBytes + 2 + max(0, children.count - 1) > PartFormat.partSize else {
-            for index in children.indices {
-                if index > 0 { fragment.append(UInt8(ascii: ",")) }
-                fragment.append(contentsOf: text(index))
-            }
-            fragment.append(close)
-            return StateNode(kind: kind, source: source, fragment: fragment, ownPart: nil, chunks: [], parts: parts)
+        let kind = Kind.object(keys: keys, children: children)
+        let memberBytes = texts.reduce(0) { $0 + $1.count }
+        guard isLarge(memberBytes: memberBytes, count: children.count) else {
+            return inline(kind: kind, brackets: "{}", texts: texts, parts: children.flatMap(\.parts), memberBytes: memberBytes, source: source)
         }
-        let chunks = chunked(children, text: text, fingerprint: fingerprint, previous: previous?.chunks ?? [])
+        var reusable: StateNode?
+        var (prefix, suffix) = (0, 0)
+        if let previous, case let .object(oldKeys, oldChildren) = previous.kind, !previous.chunks.isEmpty {
+            reusable = previous
+            (prefix, suffix) = commonEnds(oldCount: oldKeys.count, count: keys.count) { old, new in
+                oldChildren[old] === children[new] && oldKeys[old] == keys[new]
+            }
+        }
+        let chunks = chunked(count: children.count, prefix: prefix, suffix: suffix, previous: reusable) { index in
+            (children[index], texts[index], StateNode.fnv(Array(keys[index].utf8)[...]) ^ children[index].fingerprint)
+        }
+        return chunkedContainer(kind: kind, brackets: "{}", chunks: chunks, memberBytes: memberBytes, source: source)
+    }
+
+    /// An array, in order. `previous`'s chunks are reused where they hold the same element nodes
+    /// at the start or the end.
+    static func array(_ elements: [StateNode], source: Any?, previous: StateNode?) -> StateNode {
+        let old = previous?.elements ?? []
+        let (prefix, suffix) = commonEnds(oldCount: old.count, count: elements.count) { old[$0] === elements[$1] }
+        return array(splicing: Array(elements[prefix ..< elements.count - suffix]), prefix: prefix, suffix: suffix, of: previous, source: source)
+    }
+
+    /// An array of `previous`'s first `prefix` elements, then `middle`, then `previous`'s last
+    /// `suffix` elements (`prefix + suffix` at most `previous`'s count). A large array's unchanged
+    /// chunks are taken as they are: the cost follows `middle` and the number of chunks, not the
+    /// array's length.
+    static func array(splicing middle: [StateNode], prefix: Int, suffix: Int, of previous: StateNode?, source: Any?) -> StateNode {
+        let oldCount = previous?.elementCount ?? 0
+        let count = prefix + middle.count + suffix
+        func element(_ index: Int) -> StateNode {
+            if index >= prefix, index < prefix + middle.count { return middle[index - prefix] }
+            // Outside the middle: `previous` holds the element (prefix + suffix ≤ its count).
+            return previous!.child(at: index < prefix ? index : index - count + oldCount)!
+        }
+        var memberBytes = middle.reduce(0) { $0 + $1.fragment.count }
+        if let previous, prefix + suffix > 0 {
+            memberBytes += previous.memberBytes
+            for index in prefix ..< oldCount - suffix { memberBytes -= previous.child(at: index)!.fragment.count }
+        }
+        guard isLarge(memberBytes: memberBytes, count: count) else {
+            let elements = (0 ..< count).map(element)
+            return inline(kind: .array(elements), brackets: "[]", texts: elements.map(\.fragment), parts: elements.flatMap(\.parts),
+                          memberBytes: memberBytes, source: source)
+        }
+        let reusable = previous.flatMap { $0.isChunkedArray ? $0 : nil }
+        let chunks = chunked(count: count, prefix: reusable == nil ? 0 : prefix, suffix: reusable == nil ? 0 : suffix, previous: reusable) { index in
+            let node = element(index)
+            return (node, node.fragment, node.fingerprint)
+        }
+        return chunkedContainer(kind: .chunkedArray, brackets: "[]", chunks: chunks, memberBytes: memberBytes, source: source)
+    }
+
+    /// Whether a container of `count` members whose texts add up to `memberBytes` is cut into chunks.
+    private static func isLarge(memberBytes: Int, count: Int) -> Bool {
+        memberBytes + 2 + max(0, count - 1) > PartFormat.partSize
+    }
+
+    /// A container whose members' texts are inline in its fragment.
+    private static func inline(kind: Kind, brackets: StaticString, texts: [[UInt8]], parts: [Digest], memberBytes: Int, source: Any?) -> StateNode {
+        let (open, close) = brackets.withUTF8Buffer { ($0[0], $0[1]) }
+        var fragment: [UInt8] = [open]
+        fragment.reserveCapacity(memberBytes + texts.count + 1)
+        for (index, text) in texts.enumerated() {
+            if index > 0 { fragment.append(UInt8(ascii: ",")) }
+            fragment.append(contentsOf: text)
+        }
+        fragment.append(close)
+        return StateNode(kind: kind, source: source, fragment: fragment, memberBytes: memberBytes, parts: parts)
+    }
+
+    /// A container whose fragment is its brackets around its chunks' references.
+    private static func chunkedContainer(kind: Kind, brackets: StaticString, chunks: [Chunk], memberBytes: Int, source: Any?) -> StateNode {
+        let (open, close) = brackets.withUTF8Buffer { ($0[0], $0[1]) }
+        var fragment: [UInt8] = [open]
+        fragment.reserveCapacity(chunks.count * (PartFormat.referenceSize + 1) + 1)
+        var parts: [Digest] = []
+        parts.reserveCapacity(chunks.count)
         for (index, chunk) in chunks.enumerated() {
             if index > 0 { fragment.append(UInt8(ascii: ",")) }
             PartFormat.appendReference(chunk.part.digest, to: &fragment)
             parts.append(chunk.part.digest)
+            parts.append(contentsOf: chunk.memberParts)
         }
         fragment.append(close)
-        return StateNode(kind: kind, source: source, fragment: fragment, ownPart: nil, chunks: chunks, parts: parts)
+        return StateNode(kind: kind, source: source, fragment: fragment, chunks: chunks, memberBytes: memberBytes, parts: parts)
     }
 
-    /// Cuts `children` into chunks (Docs/statelens.md, "Large states"), reusing the previous
-    /// version's chunks without looking at their members' texts: where a chunk begins at a member
-    /// an old chunk began at and holds the same member nodes, it ends where the old one did, because
-    /// a boundary depends only on the members since the chunk's start. (The old last chunk ended
-    /// with its container, so it is reused only at the end of this one.) An update of one element of
-    /// a large array so costs one step per chunk, plus the members of the chunks it changed.
-    private static func chunked(_ children: [StateNode], text: (Int) -> [UInt8], fingerprint: (Int) -> UInt64,
-                                previous: [Chunk]) -> [Chunk] {
-        var reusable: [ObjectIdentifier: (chunk: Chunk, isLast: Bool)] = [:]
-        reusable.reserveCapacity(previous.count)
-        for (index, chunk) in previous.enumerated() {
-            if let first = chunk.members.first { reusable[first] = (chunk, index == previous.count - 1) }
-        }
+    /// How many members at the start and, after those, at the end are the same (`same(old, new)`)
+    /// in an old and a new list of members.
+    static func commonEnds(oldCount: Int, count: Int, same: (_ old: Int, _ new: Int) -> Bool) -> (prefix: Int, suffix: Int) {
+        let limit = min(oldCount, count)
+        var prefix = 0
+        while prefix < limit, same(prefix, prefix) { prefix += 1 }
+        var suffix = 0
+        while prefix + suffix < limit, same(oldCount - 1 - suffix, count - 1 - suffix) { suffix += 1 }
+        return (prefix, suffix)
+    }
+
+    /// Cuts members `0 ..< count` into chunks (Docs/statelens.md, "Large states"). The first
+    /// `prefix` and the last `suffix` members are the ones `previous` (a large container of the
+    /// same kind) has at the same place from the same end: its chunks that end inside the prefix
+    /// are taken whole, and once a new chunk ends inside the suffix where one of its chunks began,
+    /// so are all its chunks from there. A boundary depends only on the members since the chunk's
+    /// start, so cutting those members again would give the same chunks: the result is the one a
+    /// cut from scratch gives. (The old last chunk ended with its container: it is cut again unless
+    /// the suffix reaches it from a boundary.) An update of one element of a large array so costs a
+    /// pointer per chunk, plus the members of the chunks it changed.
+    private static func chunked(count: Int, prefix: Int, suffix: Int, previous: StateNode?,
+                                member: (Int) -> (node: StateNode, text: [UInt8], fingerprint: UInt64)) -> [Chunk] {
         var chunks: [Chunk] = []
-        var start = 0
-        var size = 0
         var index = 0
-        while index < children.count {
-            if index == start, let old = reusable[ObjectIdentifier(children[start])] {
-                let end = start + old.chunk.members.count
-                if end <= children.count, !old.isLast || end == children.count, old.chunk.holds(children[start ..< end]) {
-                    chunks.append(old.chunk)
-                    (start, index) = (end, end)
-                    continue
-                }
+        let shift = count - (previous?.chunkEnds.last ?? 0)
+        if let previous {
+            let first = previous.chunkEnds.firstIndex { $0 > prefix } ?? previous.chunks.count - 1
+            chunks.append(contentsOf: previous.chunks[..<first])
+            index = first == 0 ? 0 : previous.chunkEnds[first - 1]
+        }
+        var members: [StateNode] = []
+        var bytes: [UInt8] = []
+        var memberParts: [Digest] = []
+        while index < count {
+            let (node, text, fingerprint) = member(index)
+            if !members.isEmpty { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: text)
+            members.append(node)
+            memberParts.append(contentsOf: node.parts)
+            index += 1
+            // Each member's text and its separator.
+            let size = bytes.count + 1
+            let atBoundary = size >= PartFormat.partSize / 4 && StateNode.mix(fingerprint) & PartFormat.boundaryMask == 0
+            guard atBoundary || size >= PartFormat.partSize || index == count else { continue }
+            chunks.append(Chunk(members: members, part: Part(digest: Digest.sha256(bytes), bytes: bytes), memberParts: memberParts))
+            members = []
+            bytes = []
+            memberParts = []
+            if let previous, index >= count - suffix, index < count, let next = previous.chunk(startingAt: index - shift) {
+                chunks.append(contentsOf: previous.chunks[next...])
+                break
             }
-            size += text(index).count + 1
-            let atBoundary = size >= PartFormat.partSize / 4 && StateNode.mix(fingerprint(index)) & PartFormat.boundaryMask == 0
-            guard atBoundary || size >= PartFormat.partSize || index == children.count - 1 else {
-                index += 1
-                continue
-            }
-            var bytes: [UInt8] = []
-            bytes.reserveCapacity(size)
-            for member in start ... index {
-                if member > start { bytes.append(UInt8(ascii: ",")) }
-                bytes.append(contentsOf: text(member))
-            }
-            let members = children[start ... index].map { ObjectIdentifier($0) }
-            chunks.append(Chunk(members: members, part: Part(digest: Digest.sha256(bytes), bytes: bytes)))
-            (start, index, size) = (index + 1, index + 1, 0)
         }
         return chunks
+    }
+
+    /// The index of the chunk whose first member is member `position`, if one is.
+    private func chunk(startingAt position: Int) -> Int? {
+        guard position > 0 else { return chunks.isEmpty ? nil : 0 }
+        let found = chunkEnds.sortedIndex(of: position)
+        return found.flatMap { $0 + 1 < chunks.count ? $0 + 1 : nil }
+    }
+
+    private var isChunkedArray: Bool {
+        if case .chunkedArray = kind { return true }
+        return false
     }
 
     /// The child under `key` of an object node.
@@ -251,16 +347,40 @@ final class StateNode: @unchecked Sendable {
         return nil
     }
 
-    /// The elements of an array node; empty for another kind.
+    /// The number of elements of an array node; 0 for another kind.
+    var elementCount: Int {
+        switch kind {
+        case let .array(elements): elements.count
+        case .chunkedArray: chunkEnds.last ?? 0
+        case .scalar, .object: 0
+        }
+    }
+
+    /// The elements of an array node (gathered from the chunks of a large one); empty for another kind.
     var elements: [StateNode] {
-        guard case let .array(elements) = kind else { return [] }
-        return elements
+        switch kind {
+        case let .array(elements): elements
+        case .chunkedArray: chunks.flatMap(\.members)
+        case .scalar, .object: []
+        }
     }
 
     /// The element at `index` of an array node.
     func child(at index: Int) -> StateNode? {
-        guard case let .array(elements) = kind, elements.indices.contains(index) else { return nil }
-        return elements[index]
+        switch kind {
+        case let .array(elements):
+            return elements.indices.contains(index) ? elements[index] : nil
+        case .chunkedArray:
+            guard index >= 0, index < elementCount else { return nil }
+            var (low, high) = (0, chunkEnds.count - 1)
+            while low < high {
+                let middle = (low + high) / 2
+                if chunkEnds[middle] <= index { low = middle + 1 } else { high = middle }
+            }
+            return chunks[low].members[index - (low == 0 ? 0 : chunkEnds[low - 1])]
+        case .scalar, .object:
+            return nil
+        }
     }
 
     /// The parts of this subtree that are not in `known` (sorted ascending: the last version
@@ -271,22 +391,17 @@ final class StateNode: @unchecked Sendable {
             if !known.sortedContains(ownPart.digest) { output[ownPart.digest] = ownPart }
             return
         }
-        let children: [StateNode]
-        switch kind {
-        case .scalar: return
-        case let .object(_, nodes): children = nodes
-        case let .array(nodes): children = nodes
-        }
-        guard !chunks.isEmpty else {
-            for child in children { child.newParts(excluding: known, into: &output) }
+        guard chunks.isEmpty else {
+            for chunk in chunks where !known.sortedContains(chunk.part.digest) {
+                output[chunk.part.digest] = chunk.part
+                for member in chunk.members { member.newParts(excluding: known, into: &output) }
+            }
             return
         }
-        var index = 0
-        for chunk in chunks {
-            defer { index += chunk.members.count }
-            guard !known.sortedContains(chunk.part.digest) else { continue }
-            output[chunk.part.digest] = chunk.part
-            for child in children[index ..< index + chunk.members.count] { child.newParts(excluding: known, into: &output) }
+        switch kind {
+        case .scalar, .chunkedArray: return
+        case let .object(_, children), let .array(children):
+            for child in children { child.newParts(excluding: known, into: &output) }
         }
     }
 

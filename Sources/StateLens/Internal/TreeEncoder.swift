@@ -16,10 +16,13 @@ enum TreeEncoder {
     }
 
     static func encodeValue<T: Encodable>(_ value: T, previous: StateNode?, codingPath: [any CodingKey]) throws -> StateNode {
-        if let previous, let source = previous.source, Equality.equal(value, any: source) { return previous }
+        // A container compares itself with the previous version's (and returns `previous` when
+        // equal): an array in a cheaper way than `==`, which compares element by element up to the
+        // change once an update has copied the buffer.
         if let container = value as? any MemoizedContainer {
             return try container.encodeNode(previous: previous, codingPath: codingPath)
         }
+        if let previous, let source = previous.source, Equality.equal(value, any: source) { return previous }
         let source: Any? = value is any Equatable ? value : nil
         switch value {
         case let data as Data:
@@ -39,7 +42,8 @@ enum TreeEncoder {
 /// Arrays and string-keyed dictionaries of `Equatable` values, encoded without their own
 /// `encode(to:)`: each element is compared with the previous container's element at the same index
 /// or key with the element type's own `==`, so an array of a thousand elements that differs in one
-/// costs a thousand typed comparisons, not a thousand boxings into `any Equatable`.
+/// costs a thousand typed comparisons, not a thousand boxings into `any Equatable`. A container
+/// equal to the previous one encodes to the previous node itself.
 protocol MemoizedContainer {
     func encodeNode(previous: StateNode?, codingPath: [any CodingKey]) throws -> StateNode
 }
@@ -47,25 +51,27 @@ protocol MemoizedContainer {
 extension Array: MemoizedContainer where Element: Encodable & Equatable {
     func encodeNode(previous: StateNode?, codingPath: [any CodingKey]) throws -> StateNode {
         let old = previous?.source as? [Element]
-        let oldNodes = previous?.elements ?? []
+        let oldCount = previous?.elementCount ?? 0
         // The elements an update only copied (its body changed one and the array was copied on
-        // write) keep their nodes without a call to `==`: so an update of one element of a large
-        // array costs a memory comparison of the two buffers, not a comparison per element.
-        let (prefix, suffix) = old.flatMap { $0.count == oldNodes.count ? Bitwise.unchangedEnds(of: $0, and: self) : nil } ?? (0, 0)
-        var nodes: [StateNode] = []
-        nodes.reserveCapacity(count)
-        nodes.append(contentsOf: oldNodes[..<prefix])
+        // write) keep their nodes without a call to `==`, and a large array's chunks that hold only
+        // such elements are taken whole: so an update of one element of a large array costs a
+        // memory comparison of the two buffers and the changed chunk, not a step per element.
+        let (prefix, suffix) = old.flatMap { $0.count == oldCount ? Bitwise.unchangedEnds(of: $0, and: self) : nil } ?? (0, 0)
+        var middle: [StateNode] = []
+        middle.reserveCapacity(count - prefix - suffix)
+        var unchanged = old != nil && count == oldCount
         for index in prefix ..< count - suffix {
             let element = self[index]
-            let oldNode = index < oldNodes.count ? oldNodes[index] : nil
+            let oldNode = index < oldCount ? previous?.child(at: index) : nil
             if let old, let oldNode, index < old.count, old[index] == element {
-                nodes.append(oldNode)
+                middle.append(oldNode)
             } else {
-                nodes.append(try TreeEncoder.encodeValue(element, previous: oldNode, codingPath: codingPath + [IndexKey(index)]))
+                middle.append(try TreeEncoder.encodeValue(element, previous: oldNode, codingPath: codingPath + [IndexKey(index)]))
+                unchanged = false
             }
         }
-        nodes.append(contentsOf: oldNodes[(oldNodes.count - suffix)...])
-        return .array(nodes, source: self, previous: previous)
+        if unchanged, let previous { return previous }
+        return .array(splicing: middle, prefix: prefix, suffix: suffix, of: previous, source: self)
     }
 }
 
@@ -101,6 +107,7 @@ enum Bitwise {
 extension Dictionary: MemoizedContainer where Key == String, Value: Encodable & Equatable {
     func encodeNode(previous: StateNode?, codingPath: [any CodingKey]) throws -> StateNode {
         let old = previous?.source as? [String: Value]
+        if let previous, old == self { return previous }
         var members: [(key: String, node: StateNode)] = []
         members.reserveCapacity(count)
         for (key, value) in self {
