@@ -26,12 +26,64 @@ package enum Zstd {
 
     /// Compresses `source` into `destination` and returns the frame's length, or nil when the frame
     /// would not fit (a `destination` one byte shorter than `source` keeps only frames that are smaller).
+    /// A source longer than ``parallelJobSize`` is compressed by zstd's workers
+    /// (``compressInParallel(_:into:level:)``) when the library has them, still into one ordinary frame.
     static func compress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, level: Int) -> Int? {
         guard source.count > 0, destination.count > 0 else { return nil }
+        if source.count > parallelJobSize && compressesInParallel {
+            return compressInParallel(source, into: destination, level: level)
+        }
         let context = compressors.withLock { $0.popLast() } ?? Context(pointer: ZSTD_createCCtx()!)
         defer { compressors.withLock { $0.append(context) } }
         let written = ZSTD_compressCCtx(context.pointer, destination.baseAddress, destination.count, source.baseAddress, source.count, Int32(level))
         return ZSTD_isError(written) != 0 ? nil : written
+    }
+
+    /// Inputs longer than this are cut into jobs of this size that zstd's workers compress at once:
+    /// its minimum job (ZSTDMT_JOBSIZE_MIN), so a 1 MiB value keeps both cores busy. Each job after
+    /// the first still sees the end of the one before it (zstd's overlap), and the result is one
+    /// standard frame declaring its content size: readers, and the on-disk format, cannot tell.
+    static let parallelJobSize = 512 << 10
+
+    /// Workers shared by every parallel compression, one per core this machine class has (2): a
+    /// thread pool per context would leave two idle threads per context the pool ever held.
+    static let parallelWorkers = 2
+
+    private struct ThreadPool: @unchecked Sendable { let pointer: OpaquePointer }
+    /// Nil when the library cannot make one (built without threads): compression then stays on the caller.
+    private static let workerPool: ThreadPool? = ZSTD_createThreadPool(parallelWorkers).map(ThreadPool.init)
+    /// Contexts set up for ``workerPool``; kept apart from ``compressors``, whose contexts compress on the caller.
+    private static let parallelCompressors = Mutex<[Context]>([])
+
+    /// Whether this libzstd has workers (it was built with threads): decided once, by setting up a
+    /// first context, which then joins the pool.
+    static let compressesInParallel: Bool = {
+        guard let context = makeParallelContext() else { return false }
+        parallelCompressors.withLock { $0.append(context) }
+        return true
+    }()
+
+    /// Compresses `source` into `destination` with zstd's workers, the calling thread waiting, and
+    /// returns the frame's length, or nil when it does not fit. REQUIRES: ``compressesInParallel``.
+    static func compressInParallel(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, level: Int) -> Int? {
+        guard let context = parallelCompressors.withLock({ $0.popLast() }) ?? makeParallelContext() else { return nil }
+        defer { parallelCompressors.withLock { $0.append(context) } }
+        // ZSTD_compress2 starts a new frame (it resets the session), so a context whose last frame did not fit is reusable.
+        guard ZSTD_isError(ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_compressionLevel, Int32(level))) == 0 else { return nil }
+        let written = ZSTD_compress2(context.pointer, destination.baseAddress, destination.count, source.baseAddress, source.count)
+        return ZSTD_isError(written) != 0 ? nil : written
+    }
+
+    private static func makeParallelContext() -> Context? {
+        guard let pool = workerPool, let pointer = ZSTD_createCCtx() else { return nil }
+        guard ZSTD_isError(ZSTD_CCtx_setParameter(pointer, ZSTD_c_nbWorkers, Int32(parallelWorkers))) == 0,
+              ZSTD_isError(ZSTD_CCtx_setParameter(pointer, ZSTD_c_jobSize, Int32(parallelJobSize))) == 0,
+              ZSTD_isError(ZSTD_CCtx_refThreadPool(pointer, pool.pointer)) == 0
+        else {
+            ZSTD_freeCCtx(pointer)
+            return nil
+        }
+        return Context(pointer: pointer)
     }
 
     /// The frame of `source` compressed with `dictionary`, or nil when it would not be smaller than
