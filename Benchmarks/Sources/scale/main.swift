@@ -129,7 +129,8 @@ func measureOpen(_ path: String) throws -> (seconds: Double, cpu: Double, rss: I
 }
 
 /// Collects `garbage` never-referenced blobs in a fresh copy of the cached store.
-func measureCollection(_ path: String, garbage: Int, round: Int) throws -> (seconds: Double, cpu: Double, removed: Int, puts: Double, laterPuts: Double) {
+func measureCollection(_ path: String, garbage: Int, round: Int) throws -> (seconds: Double, cpu: Double, removed: Int, puts: Double, putsCPU: Double,
+                                                                             laterPuts: Double, laterPutsCPU: Double) {
     let copy = try POSIX.scratchDirectory("scale-gc") + "/store"
     defer { POSIX.removeTree((copy as NSString).deletingLastPathComponent) }
     let cp = Process()
@@ -139,19 +140,19 @@ func measureCollection(_ path: String, garbage: Int, round: Int) throws -> (seco
     cp.waitUntilExit()
     let store = try Store(at: URL(fileURLWithPath: copy), configuration: configuration())
     var maker = BlobMaker(seed: 1000 + UInt64(round))
-    let putsStarted = monotonicNanoseconds()
+    let (putsStarted, putsCPUStarted) = (monotonicNanoseconds(), cpuSeconds())
     for index in 0 ..< garbage { try store.put(maker.blob(index)) }
-    let puts = Double(monotonicNanoseconds() - putsStarted) / 1e9
+    let (puts, putsCPU) = (Double(monotonicNanoseconds() - putsStarted) / 1e9, cpuSeconds() - putsCPUStarted)
     let cpu = cpuSeconds()
     let started = monotonicNanoseconds()
     let report = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero))
     let seconds = Double(monotonicNanoseconds() - started) / 1e9
     let cpuUsed = cpuSeconds() - cpu
-    let laterStarted = monotonicNanoseconds()
+    let (laterStarted, laterCPUStarted) = (monotonicNanoseconds(), cpuSeconds())
     for index in garbage ..< 2 * garbage { try store.put(maker.blob(index)) }
-    let laterPuts = Double(monotonicNanoseconds() - laterStarted) / 1e9
+    let (laterPuts, laterPutsCPU) = (Double(monotonicNanoseconds() - laterStarted) / 1e9, cpuSeconds() - laterCPUStarted)
     try store.close()
-    return (seconds, cpuUsed, report.blobsRemoved, puts, laterPuts)
+    return (seconds, cpuUsed, report.blobsRemoved, puts, putsCPU, laterPuts, laterPutsCPU)
 }
 
 let arguments = CommandLine.arguments
@@ -178,8 +179,8 @@ for round in 1 ... options.rounds {
         collections[size, default: []].append(gc.seconds)
         collectionCPU[size, default: []].append(gc.cpu)
         puts[size, default: []].append(gc.puts)
-        print(String(format: "round %d  %9d blobs  open %.3f s (CPU %.3f s)  RSS %.0f B per blob+record  gc of %d garbage %.3f s (CPU %.3f s)  its puts %.3f s, as many after the gc %.3f s",
-                     round, size, open.seconds, open.cpu, perEntry, gc.removed, gc.seconds, gc.cpu, gc.puts, gc.laterPuts))
+        print(String(format: "round %d  %9d blobs  open %.3f s (CPU %.3f s)  RSS %.0f B per blob+record  gc of %d garbage %.3f s (CPU %.3f s)  its puts %.3f s (CPU %.3f s), as many after the gc %.3f s (CPU %.3f s)",
+                     round, size, open.seconds, open.cpu, perEntry, gc.removed, gc.seconds, gc.cpu, gc.puts, gc.putsCPU, gc.laterPuts, gc.laterPutsCPU))
     }
 }
 print("medians over \(options.rounds) rounds:")
