@@ -96,7 +96,8 @@ let package = Package(
         .executableTarget(name: "CollectionWorkload", dependencies: ["ContentStore"], path: "Tests/CollectionWorkload"),
         .testTarget(
             name: "ContentStoreTests",
-            dependencies: ["ContentStore", .product(name: "MetricsTestKit", package: "swift-metrics")]
+            // CZstd: known-answer tests of the frames the store writes, read with zstd's own API.
+            dependencies: ["ContentStore", "CZstd", .product(name: "MetricsTestKit", package: "swift-metrics")]
         ),
         .testTarget(name: "WarehouseTests", dependencies: ["Warehouse"]),
         .testTarget(name: "DataArchiveTests", dependencies: ["DataArchive"]),

@@ -5,7 +5,9 @@
 //             all its threads, which a loaded machine does not inflate as much), with the resident
 //             memory the open added per blob+record
 //   gc        10,000 garbage blobs (put, never referenced) collected with a zero grace period, in a
-//             fresh copy of the same store each round
+//             fresh copy of the same store each round; the time of those puts, the first after the
+//             open, is printed beside it, and that of as many puts again after the collection: the
+//             first must cost what the later ones do (no growth of the whole index after an open)
 //
 // The stores are built once and cached under Benchmarks/.build/scale-stores (CONTENTSTORE_SCALE_CACHE
 // overrides); a change of fixtureVersion rebuilds them.
@@ -127,7 +129,8 @@ func measureOpen(_ path: String) throws -> (seconds: Double, cpu: Double, rss: I
 }
 
 /// Collects `garbage` never-referenced blobs in a fresh copy of the cached store.
-func measureCollection(_ path: String, garbage: Int, round: Int) throws -> (seconds: Double, cpu: Double, removed: Int) {
+func measureCollection(_ path: String, garbage: Int, round: Int) throws -> (seconds: Double, cpu: Double, removed: Int, puts: Double, putsCPU: Double,
+                                                                             laterPuts: Double, laterPutsCPU: Double) {
     let copy = try POSIX.scratchDirectory("scale-gc") + "/store"
     defer { POSIX.removeTree((copy as NSString).deletingLastPathComponent) }
     let cp = Process()
@@ -137,14 +140,19 @@ func measureCollection(_ path: String, garbage: Int, round: Int) throws -> (seco
     cp.waitUntilExit()
     let store = try Store(at: URL(fileURLWithPath: copy), configuration: configuration())
     var maker = BlobMaker(seed: 1000 + UInt64(round))
+    let (putsStarted, putsCPUStarted) = (monotonicNanoseconds(), cpuSeconds())
     for index in 0 ..< garbage { try store.put(maker.blob(index)) }
+    let (puts, putsCPU) = (Double(monotonicNanoseconds() - putsStarted) / 1e9, cpuSeconds() - putsCPUStarted)
     let cpu = cpuSeconds()
     let started = monotonicNanoseconds()
     let report = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero))
     let seconds = Double(monotonicNanoseconds() - started) / 1e9
     let cpuUsed = cpuSeconds() - cpu
+    let (laterStarted, laterCPUStarted) = (monotonicNanoseconds(), cpuSeconds())
+    for index in garbage ..< 2 * garbage { try store.put(maker.blob(index)) }
+    let (laterPuts, laterPutsCPU) = (Double(monotonicNanoseconds() - laterStarted) / 1e9, cpuSeconds() - laterCPUStarted)
     try store.close()
-    return (seconds, cpuUsed, report.blobsRemoved)
+    return (seconds, cpuUsed, report.blobsRemoved, puts, putsCPU, laterPuts, laterPutsCPU)
 }
 
 let arguments = CommandLine.arguments
@@ -157,7 +165,7 @@ var stores: [Int: String] = [:]
 for size in options.sizes { stores[size] = try cachedStore(blobs: size) }
 
 var opens: [Int: [Double]] = [:], openCPU: [Int: [Double]] = [:], rss: [Int: [Double]] = [:]
-var collections: [Int: [Double]] = [:], collectionCPU: [Int: [Double]] = [:]
+var collections: [Int: [Double]] = [:], collectionCPU: [Int: [Double]] = [:], puts: [Int: [Double]] = [:]
 for round in 1 ... options.rounds {
     // Sizes alternate their order by round, so a drift in the machine's load does not favour one.
     let order = round % 2 == 1 ? options.sizes : options.sizes.reversed()
@@ -170,15 +178,16 @@ for round in 1 ... options.rounds {
         let gc = try measureCollection(stores[size]!, garbage: options.garbage, round: round)
         collections[size, default: []].append(gc.seconds)
         collectionCPU[size, default: []].append(gc.cpu)
-        print(String(format: "round %d  %9d blobs  open %.3f s (CPU %.3f s)  RSS %.0f B per blob+record  gc of %d garbage %.3f s (CPU %.3f s)",
-                     round, size, open.seconds, open.cpu, perEntry, gc.removed, gc.seconds, gc.cpu))
+        puts[size, default: []].append(gc.puts)
+        print(String(format: "round %d  %9d blobs  open %.3f s (CPU %.3f s)  RSS %.0f B per blob+record  gc of %d garbage %.3f s (CPU %.3f s)  its puts %.3f s (CPU %.3f s), as many after the gc %.3f s (CPU %.3f s)",
+                     round, size, open.seconds, open.cpu, perEntry, gc.removed, gc.seconds, gc.cpu, gc.puts, gc.putsCPU, gc.laterPuts, gc.laterPutsCPU))
     }
 }
 print("medians over \(options.rounds) rounds:")
 for size in options.sizes {
-    print(String(format: "  %9d blobs  open %.3f s (CPU %.3f s)  RSS %.0f B per blob+record  gc %.3f s (CPU %.3f s)",
+    print(String(format: "  %9d blobs  open %.3f s (CPU %.3f s)  RSS %.0f B per blob+record  gc %.3f s (CPU %.3f s)  first puts %.3f s",
                  size, median(opens[size]!), median(openCPU[size]!), median(rss[size]!), median(collections[size]!),
-                 median(collectionCPU[size]!)))
+                 median(collectionCPU[size]!), median(puts[size]!)))
 }
 if let small = options.sizes.min(), let large = options.sizes.max(), small != large {
     for (name, times) in [("wall", collections), ("CPU", collectionCPU)] {

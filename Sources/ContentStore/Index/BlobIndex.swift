@@ -25,11 +25,19 @@ struct BlobIndex: Sendable {
     init() {}
 
     /// An empty index about to restore `count` entries from a checkpoint (``restore(_:_:)``), sized
-    /// for them at once (no growth on the way) and keyed with `seed`, the seed of the index the
-    /// checkpoint saved, so the entries arrive in the table's own order.
+    /// for them at once (no growth on the way) plus ``restoringHeadroom(_:)``, and keyed with `seed`,
+    /// the seed of the index the checkpoint saved, so the entries arrive in the table's own order.
     init(restoringCapacity count: Int, seed: UInt64) {
         entries = DigestTable(seed: seed)
-        entries.reserveCapacity(count)
+        entries.reserveCapacity(count + Self.restoringHeadroom(count))
+    }
+
+    /// Room a restored index keeps beyond its entries: one growth step of the table, at least 1,024.
+    /// Sized exactly, the first put after an open would grow it, a sweep of the whole table (60 MB
+    /// at a million blobs) in the put's latency; with this room, the next 5% of the store's blobs
+    /// are put first (50,000 at a million), for 5% more memory the table would take at its next step anyway.
+    static func restoringHeadroom(_ count: Int) -> Int {
+        max(1024, Int(Double(count) * (DigestTable<BlobEntry>.growthFactor - 1)))
     }
 
     /// Adds an entry a checkpoint saved.

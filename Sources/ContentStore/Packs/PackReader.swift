@@ -70,9 +70,10 @@ enum PackReader {
         let blob = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(expected.rawLength), alignment: 16)
         var returned = false
         defer { if !returned { blob.deallocate() } }
+        var hashed: Digest?
         if expected.compressed {
             do {
-                try Zstd.decompress(frame, into: blob, dictionary: decompressor)
+                hashed = try decompress(frame, into: blob, dictionary: decompressor, hashing: verify)
             } catch {
                 throw StoreError(code: .corrupted, message: "blob \(digest) does not decompress (\(error)) in \(path) at offset \(offset)",
                                  path: path, offset: offset, cause: error)
@@ -80,7 +81,7 @@ enum PackReader {
         } else {
             blob.copyMemory(from: payload)
         }
-        if verify && SHA256.hash(UnsafeRawBufferPointer(blob)) != digest {
+        if verify && (hashed ?? SHA256.hash(UnsafeRawBufferPointer(blob))) != digest {
             throw StoreError.corrupted("blob \(digest) no longer hashes to its digest", path: path, offset: offset)
         }
         guard let base = blob.baseAddress, blob.count > 0 else { return Data() }
@@ -94,6 +95,30 @@ enum PackReader {
         let header = UnsafeRawBufferPointer(rebasing: bytes[0 ..< PackFormat.entryHeaderSize])
         guard let parsed = try? PackFormat.parseEntryHeader(header), parsed.isCompressed, !parsed.usesDictionary else { return nil }
         return UnsafeRawBufferPointer(rebasing: bytes[PackFormat.entryHeaderSize...])
+    }
+
+    /// Compressed blobs at least this long are hashed while they decompress, when their read
+    /// verifies (``PipelinedHasher``): for a MiB of text, about 0.6 ms of SHA-256 overlaps the 1 ms
+    /// of decoding instead of following it. Below it, handing stretches to another thread costs
+    /// more than the overlap saves.
+    static let pipelinedVerificationMinimumSize = 256 << 10
+
+    /// Decompresses `frame` into `blob`; with `hashing`, returns the blob's SHA-256 when it was
+    /// computed on the way (a large blob without a dictionary, the helper free), else nil.
+    private static func decompress(_ frame: UnsafeRawBufferPointer, into blob: UnsafeMutableRawBufferPointer,
+                                   dictionary: Zstd.DecompressionDictionary?, hashing: Bool) throws -> Digest? {
+        guard hashing, dictionary == nil, blob.count >= pipelinedVerificationMinimumSize, let hasher = PipelinedHasher.claim() else {
+            try Zstd.decompress(frame, into: blob, dictionary: dictionary)
+            return nil
+        }
+        do {
+            // About eight steps: zstd decodes the blocks each completes (128 KiB of output at most each).
+            try Zstd.decompress(frame, into: blob, inputStep: max(4096, frame.count / 8)) { hasher.update($0) }
+        } catch {
+            hasher.cancel()
+            throw error
+        }
+        return hasher.finish()
     }
 
     /// Uncompressed entries at least this long are read in place (``readRawEntry(from:at:expected:verify:limits:)``):

@@ -26,11 +26,58 @@ package enum Zstd {
 
     /// Compresses `source` into `destination` and returns the frame's length, or nil when the frame
     /// would not fit (a `destination` one byte shorter than `source` keeps only frames that are smaller).
+    /// A source longer than ``parallelJobSize`` is compressed by zstd's workers when no other
+    /// compression holds them (``parallelCompressor``), still into one ordinary frame.
     static func compress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, level: Int) -> Int? {
         guard source.count > 0, destination.count > 0 else { return nil }
+        if source.count > parallelJobSize, let parallel = parallelCompressor.withLock({ $0.take() }) {
+            defer { parallelCompressor.withLock { $0 = parallel } }
+            return compress(source, into: destination, level: level, context: parallel)
+        }
         let context = compressors.withLock { $0.popLast() } ?? Context(pointer: ZSTD_createCCtx()!)
         defer { compressors.withLock { $0.append(context) } }
         let written = ZSTD_compressCCtx(context.pointer, destination.baseAddress, destination.count, source.baseAddress, source.count, Int32(level))
+        return ZSTD_isError(written) != 0 ? nil : written
+    }
+
+    /// Inputs longer than this are cut into jobs of this size that zstd's workers compress at once:
+    /// its minimum job (ZSTDMT_JOBSIZE_MIN), so a 1 MiB value keeps both cores busy. Each job after
+    /// the first still sees the end of the one before it (zstd's overlap), and the result is one
+    /// standard frame declaring its content size: readers, and the on-disk format, cannot tell.
+    static let parallelJobSize = 512 << 10
+
+    /// zstd's workers for large inputs: as many as this machine class has cores (2).
+    static let parallelWorkers = 2
+
+    /// The one context with workers (nil while a compression holds it, or when this libzstd was
+    /// built without threads). One at a time: another large blob meanwhile compresses on its own
+    /// thread, as before, so concurrent puts keep the cores busy without queueing for the workers
+    /// (a context whose job finds the workers' queue full spins until it is taken).
+    private static let parallelCompressor = Mutex<Context?>(makeParallelContext())
+
+    /// Whether this libzstd has workers (it was built with threads).
+    static let compressesInParallel: Bool = {
+        guard let probe = makeParallelContext() else { return false }
+        ZSTD_freeCCtx(probe.pointer)
+        return true
+    }()
+
+    private static func makeParallelContext() -> Context? {
+        guard let pointer = ZSTD_createCCtx() else { return nil }
+        guard ZSTD_isError(ZSTD_CCtx_setParameter(pointer, ZSTD_c_nbWorkers, Int32(parallelWorkers))) == 0,
+              ZSTD_isError(ZSTD_CCtx_setParameter(pointer, ZSTD_c_jobSize, Int32(parallelJobSize))) == 0
+        else {
+            ZSTD_freeCCtx(pointer)
+            return nil
+        }
+        return Context(pointer: pointer)
+    }
+
+    private static func compress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, level: Int,
+                                 context: Context) -> Int? {
+        // ZSTD_compress2 starts a new frame (it resets the session), so a context whose last frame did not fit is reusable.
+        guard ZSTD_isError(ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_compressionLevel, Int32(level))) == 0 else { return nil }
+        let written = ZSTD_compress2(context.pointer, destination.baseAddress, destination.count, source.baseAddress, source.count)
         return ZSTD_isError(written) != 0 ? nil : written
     }
 
@@ -127,6 +174,62 @@ package enum Zstd {
     /// original size (the cluster engine's reads).
     package static func decompress(frame: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) throws {
         try decompress(frame, into: destination, dictionary: nil)
+    }
+
+    /// Contexts for ``decompress(_:into:inputStep:written:)``: they write straight into the
+    /// caller's buffer (stable output), a setting the one-shot contexts of ``decompressors`` do not carry.
+    private static let streamingDecompressors = Mutex<[Context]>([])
+
+    /// Decompresses the frame `source` (made without a dictionary) into `destination`, which must be
+    /// exactly the original size, handing zstd `inputStep` bytes of the frame at a time and calling
+    /// `written` with each stretch of `destination` as soon as it is final: the caller can work on
+    /// the start while the rest is decoded. Blocks are decoded straight into `destination` (no
+    /// window buffer, no copy). Refuses what ``decompress(_:into:dictionary:)`` refuses: a damaged or
+    /// truncated frame, bytes after it, or another size.
+    static func decompress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, inputStep: Int,
+                           written: (UnsafeRawBufferPointer) -> Void) throws {
+        guard let context = streamingDecompressors.withLock({ $0.popLast() }) ?? makeStreamingDecompressor() else {
+            throw DecompressionFailed(description: "no decompression context")
+        }
+        defer {
+            // A frame left half read (damage) must not leak into the next one.
+            ZSTD_DCtx_reset(context.pointer, ZSTD_reset_session_only)
+            streamingDecompressors.withLock { $0.append(context) }
+        }
+        var output = ZSTD_outBuffer(dst: destination.baseAddress, size: destination.count, pos: 0)
+        var input = ZSTD_inBuffer(src: source.baseAddress, size: 0, pos: 0)
+        var reported = 0
+        while true {
+            input.size = min(source.count, input.size + max(1, inputStep))
+            let before = (input.pos, output.pos)
+            let remaining = ZSTD_decompressStream(context.pointer, &output, &input)
+            if ZSTD_isError(remaining) != 0 {
+                throw DecompressionFailed(description: String(cString: ZSTD_getErrorName(remaining)))
+            }
+            if output.pos > reported {
+                written(UnsafeRawBufferPointer(rebasing: destination[reported ..< output.pos]))
+                reported = output.pos
+            }
+            if remaining == 0 { break }
+            if input.size == source.count && (input.pos, output.pos) == before {
+                throw DecompressionFailed(description: "frame truncated after \(output.pos) bytes")
+            }
+        }
+        guard input.pos == source.count else {
+            throw DecompressionFailed(description: "\(source.count - input.pos) bytes after the frame")
+        }
+        guard output.pos == destination.count else {
+            throw DecompressionFailed(description: "frame holds \(output.pos) bytes, index says \(destination.count)")
+        }
+    }
+
+    private static func makeStreamingDecompressor() -> Context? {
+        guard let pointer = ZSTD_createDCtx() else { return nil }
+        guard ZSTD_isError(ZSTD_DCtx_setParameter(pointer, ZSTD_d_experimentalParam2, 1)) == 0 else {  // ZSTD_d_stableOutBuffer
+            ZSTD_freeDCtx(pointer)
+            return nil
+        }
+        return Context(pointer: pointer)
     }
 
     /// Decompresses `source` into `destination`, which must be exactly the original size.
