@@ -10,7 +10,8 @@ import Synchronization
 /// Owns three invariants:
 /// - Group commit: writers that arrive while a group is in flight queue and form the next group,
 ///   committed by one of them (the leader) in one SERIALIZABLE transaction: one WAL flush for all.
-///   Leadership passes to the first waiter when a group ends, so no writer serves others forever.
+///   A new leader first waits, at most ``gatherTimeout``, for as many writers as the last group
+///   held. Leadership passes to the first waiter when a group ends, so no writer serves others forever.
 /// - No lost update: a member commits only if every read its body made still holds in that
 ///   transaction and it read nothing an earlier member of the group wrote; otherwise it conflicts
 ///   and its body runs again. SERIALIZABLE catches what validation cannot (write skew across
@@ -59,19 +60,29 @@ final class CommitQueue: Sendable {
     private struct State {
         var waiting: [Member] = []
         var leading = false
+        /// A leader is waiting for the writers of the last group to queue again.
+        var gathering = false
+        var lastGroupSize = 0
     }
 
     private let state = Mutex(State())
+    /// Signalled for each writer that queues while a leader gathers.
+    private let arrivals = DispatchSemaphore(value: 0)
     /// Members in one group at most.
     static let groupLimit = 64
+    /// How long a leader waits for the writers of the last group to queue again. The writers a
+    /// group releases each make one read (a round trip) before they queue: without the wait, the
+    /// first to return commits alone and the rest form the next group, halving the groups.
+    static let gatherTimeout: DispatchTimeInterval = .milliseconds(1)
 
     /// Queues `member` and waits until its group committed (or it conflicted, or failed).
     func submit(_ member: Member, engine: ClusterEngine) throws -> Outcome {
-        let leads = state.withLock { state in
+        let (leads, gathering) = state.withLock { state in
             state.waiting.append(member)
             defer { state.leading = true }
-            return !state.leading
+            return (!state.leading, state.gathering)
         }
+        if gathering { arrivals.signal() }
         if leads { member.finish(.lead) }
         while true {
             switch member.next() {
@@ -83,9 +94,11 @@ final class CommitQueue: Sendable {
     }
 
     private func lead(_ engine: ClusterEngine) {
+        gather()
         let group = state.withLock { state in
             let group = Array(state.waiting.prefix(Self.groupLimit))
             state.waiting.removeFirst(group.count)
+            state.lastGroupSize = group.count
             return group
         }
         let outcomes: [Outcome]
@@ -101,6 +114,19 @@ final class CommitQueue: Sendable {
         }
         for (member, outcome) in zip(group, outcomes) { member.finish(outcome) }
         next?.finish(.lead)
+    }
+
+    /// Waits until as many writers queue as the last group held, at most ``gatherTimeout``; never
+    /// for a writer alone (a single writer's commits are not delayed).
+    private func gather() {
+        let deadline = DispatchTime.now() + Self.gatherTimeout
+        while state.withLock({ state in
+            state.gathering = state.waiting.count < state.lastGroupSize
+            return state.gathering
+        }) {
+            if arrivals.wait(timeout: deadline) == .timedOut { break }
+        }
+        state.withLock { $0.gathering = false }
     }
 }
 
