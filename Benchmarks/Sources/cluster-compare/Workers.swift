@@ -176,7 +176,7 @@ func openCluster(databaseURL: String, endpoint: URL, bucket: String, readCacheMi
     // CLUSTER_COMPARE_LOG_LEVEL=debug: the engine's per-group commit lines (members, statements,
     // attempts, queue wait, time in PostgreSQL) on stderr, for Docs/benchmarks/analysis.md's counts.
     if let level = ProcessInfo.processInfo.environment["CLUSTER_COMPARE_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) {
-        configuration.logger = Logger(label: "ContentStoreCluster", factory: StreamLogHandler.standardError)
+        configuration.logger = Logger(label: "ContentStoreCluster", factory: { StreamLogHandler.standardError(label: $0) })
         configuration.logger.logLevel = level
     }
     configuration.controlSocket = false
