@@ -46,6 +46,56 @@ struct ClusterInstancesTests {
         }
     }
 
+    /// Concurrent writers of one instance share group transactions (§5.2: one read, one write per
+    /// group, each member decided in memory over the rows and the members before it). Members that
+    /// rewrite one key's references, members that reference a blob the store lacks, and
+    /// read-modify-write members in the same groups: counts stay exact, `missingBlob` fails only
+    /// its own writer, and no increment is lost.
+    @Test func concurrentWritersOfOneInstanceShareGroupsExactly() async throws {
+        try await withStore(.cluster) { store, _ in
+            var stored: [Digest] = []
+            for index in 0 ..< 4 { stored.append(try await store.put(Data("blob \(index)".utf8))) }
+            let blobs = stored
+            let absent = Digest(hex: String(repeating: "ab", count: 32))!
+            let missing = try await withThrowingTaskGroup(of: Int.self) { group in
+                for writer in 0 ..< 8 {
+                    // Threads of their own: blocked writers must not hold the cooperative pool's
+                    // two threads, or no group ever holds more than two members.
+                    group.addTask { try await onThread {
+                        var missing = 0
+                        for round in 0 ..< 25 {
+                            // Every writer rewrites the shared keys, so one group often holds two
+                            // writes of a key: each reference must be counted once, against the
+                            // record the member before it left.
+                            let shared = "shared/\(round % 2)"
+                            let references = [blobs[(writer + round) % 4], blobs[round % 4]]
+                            try store.write { try $0.setRecord(Record(value: Data("\(writer) \(round)".utf8), references: references), forKey: shared) }
+                            try EngineContractTests.increment(store, key: "counter")
+                            if round % 5 == writer % 5 {
+                                do {
+                                    try store.write { try $0.setRecord(Record(value: Data(), references: [blobs[0], absent]), forKey: "absent/\(writer)") }
+                                } catch let error as StoreError where error.code == .missingBlob {
+                                    missing += 1
+                                }
+                            }
+                        }
+                        return missing
+                    } }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(missing == 8 * 5)
+            #expect(try EngineContractTests.counter(store, key: "counter") == 8 * 25)
+            #expect(try await store.record(forKey: "absent/0") == nil)
+            var expected: [Digest: Int] = [:]
+            for key in try await store.keys(withPrefix: "shared/") {
+                for digest in try #require(try await store.record(forKey: key)).references { expected[digest, default: 0] += 1 }
+            }
+            for digest in blobs { #expect(store.refCount(of: digest) == expected[digest, default: 0], "\(digest)") }
+            #expect(try await store.verify().isClean)
+        }
+    }
+
     @Test func fourProcessesIncrementingOneKeyLoseNoUpdate() async throws {
         let executable = try #require(Self.workload, "ClusterWorkload was not found beside the tests; build it (swift build --build-tests)")
         let environment = try ClusterTestEnvironment.required()

@@ -2,6 +2,7 @@ import BenchSupport
 import ContentStore
 import ContentStoreCluster
 import Foundation
+import Logging
 import Synchronization
 
 // Invariant: a worker process reports only what it measured between the parent's "go" and its own
@@ -172,6 +173,12 @@ struct PostgresConnectionBox: Sendable { let connection: PostgresConnection }
 func openCluster(databaseURL: String, endpoint: URL, bucket: String, readCacheMiB: Int? = nil) throws -> Store {
     var configuration = Store.Configuration()
     configuration.logger.logLevel = .warning
+    // CLUSTER_COMPARE_LOG_LEVEL=debug: the engine's per-group commit lines (members, statements,
+    // attempts, queue wait, time in PostgreSQL) on stderr, for Docs/benchmarks/analysis.md's counts.
+    if let level = ProcessInfo.processInfo.environment["CLUSTER_COMPARE_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) {
+        configuration.logger = Logger(label: "ContentStoreCluster", factory: { StreamLogHandler.standardError(label: $0) })
+        configuration.logger.logLevel = level
+    }
     configuration.controlSocket = false
     if let readCacheMiB { configuration.readCacheSize = readCacheMiB << 20 }
     return try Store(cluster: ClusterConfiguration(databaseURL: databaseURL, objectStoreEndpoint: endpoint, bucket: bucket),

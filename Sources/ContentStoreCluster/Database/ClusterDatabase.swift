@@ -220,24 +220,27 @@ package final class ClusterDatabase: Sendable {
         let leased = LeasedConnection()
         do {
             return try await ServiceDeadline.run(within: requestTimeout, onTimeout: { leased.close() }) {
-                try await withThrowingTaskGroup(of: T.self) { group in
+                try await withThrowingTaskGroup(of: Answer<T>.self) { group in
                     group.addTask {
-                        try await self.client.withConnection { connection in
+                        .result(try await self.client.withConnection { connection in
                             leased.set(connection)
                             return try await body(connection)
-                        }
+                        })
                     }
                     group.addTask {
                         // The pool retries failed connection attempts and only logs why; a request
                         // waiting for a connection would wait out the timeout. One direct connection
-                        // attempt tells at once: refused (`unavailable`) or bad credentials.
+                        // attempt tells at once: refused (`unavailable`) or bad credentials. When it
+                        // succeeds the request goes on waiting, under ServiceDeadline's timeout alone.
                         try await Task.sleep(for: Self.probeDelay)
                         try await self.probe()
-                        try await Task.sleep(for: self.requestTimeout)
-                        throw ServiceDeadline.Exceeded(timeout: self.requestTimeout)
+                        return .reachable
                     }
                     defer { group.cancelAll() }
-                    return try await group.next()!
+                    while let answer = try await group.next() {
+                        if case .result(let result) = answer { return result }
+                    }
+                    throw CancellationError()  // both children ended without a result: only on cancellation
                 }
             }
         } catch let error as StoreError {
@@ -393,6 +396,13 @@ package struct PostgresFailure: Error, Sendable, CustomStringConvertible {
         if let serverMessage { text += ": \(serverMessage)" }
         return text
     }
+}
+
+/// What a child of ``ClusterDatabase/run(_:_:)`` ends with: the body's result, or the probe's
+/// finding that the server accepts connections (the request then keeps waiting).
+private enum Answer<T: Sendable>: Sendable {
+    case result(T)
+    case reachable
 }
 
 /// The connection a ``ClusterDatabase/run(_:_:)`` call leased, so its deadline can close it.

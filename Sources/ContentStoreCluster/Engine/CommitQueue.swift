@@ -10,11 +10,13 @@ import Synchronization
 /// Owns three invariants:
 /// - Group commit: writers that arrive while a group is in flight queue and form the next group,
 ///   committed by one of them (the leader) in one SERIALIZABLE transaction: one WAL flush for all.
-///   Leadership passes to the first waiter when a group ends, so no writer serves others forever.
+///   A new leader first waits, at most ``gatherTimeout``, for as many writers as the last group
+///   held. Leadership passes to the first waiter when a group ends, so no writer serves others forever.
 /// - No lost update: a member commits only if every read its body made still holds in that
 ///   transaction and it read nothing an earlier member of the group wrote; otherwise it conflicts
 ///   and its body runs again. SERIALIZABLE catches what validation cannot (write skew across
-///   instances: 40001), and the whole group is then retried.
+///   instances: 40001), and the whole group is then retried, a bounded number of times
+///   (``ClusterEngine/commitAttemptLimit``).
 /// - Exactly once: a commit whose outcome was lost is resolved through its token before the writer
 ///   hears anything (``ClusterDatabase/resolveCommit(token:)``).
 /// Counts change in the same transaction as the records, from the records' reference diffs.
@@ -32,6 +34,8 @@ final class CommitQueue: Sendable {
     /// One `write` waiting to commit.
     final class Member: Sendable {
         let token = UUID()
+        /// When it was queued: the group's debug line says how long its oldest member waited.
+        let queued = ContinuousClock.now
         let reads: ReadSet
         let changes: [(key: String, record: Record?)]
         private let outcome = Mutex<Outcome?>(nil)
@@ -56,19 +60,29 @@ final class CommitQueue: Sendable {
     private struct State {
         var waiting: [Member] = []
         var leading = false
+        /// A leader is waiting for the writers of the last group to queue again.
+        var gathering = false
+        var lastGroupSize = 0
     }
 
     private let state = Mutex(State())
+    /// Signalled for each writer that queues while a leader gathers.
+    private let arrivals = DispatchSemaphore(value: 0)
     /// Members in one group at most.
     static let groupLimit = 64
+    /// How long a leader waits for the writers of the last group to queue again. The writers a
+    /// group releases each make one read (a round trip) before they queue: without the wait, the
+    /// first to return commits alone and the rest form the next group, halving the groups.
+    static let gatherTimeout: DispatchTimeInterval = .milliseconds(1)
 
     /// Queues `member` and waits until its group committed (or it conflicted, or failed).
     func submit(_ member: Member, engine: ClusterEngine) throws -> Outcome {
-        let leads = state.withLock { state in
+        let (leads, gathering) = state.withLock { state in
             state.waiting.append(member)
             defer { state.leading = true }
-            return !state.leading
+            return (!state.leading, state.gathering)
         }
+        if gathering { arrivals.signal() }
         if leads { member.finish(.lead) }
         while true {
             switch member.next() {
@@ -80,9 +94,11 @@ final class CommitQueue: Sendable {
     }
 
     private func lead(_ engine: ClusterEngine) {
+        gather()
         let group = state.withLock { state in
             let group = Array(state.waiting.prefix(Self.groupLimit))
             state.waiting.removeFirst(group.count)
+            state.lastGroupSize = group.count
             return group
         }
         let outcomes: [Outcome]
@@ -99,174 +115,18 @@ final class CommitQueue: Sendable {
         for (member, outcome) in zip(group, outcomes) { member.finish(outcome) }
         next?.finish(.lead)
     }
-}
 
-extension ClusterEngine {
-    /// Commits `group`, retrying it whole on a serialization failure or deadlock, and resolving an
-    /// unknown outcome (§5.4).
-    func commit(_ group: [CommitQueue.Member]) async throws -> [CommitQueue.Outcome] {
-        var attempt = 0
-        while true {
-            let commitSent = CommitSent()
-            do {
-                if let outcomes = try await database.run("commit", { try await self.commitOnce(group, on: $0, commitSent: commitSent) }) {
-                    return outcomes
-                }
-                attempt += 1
-                try await Task.sleep(for: .milliseconds(Int64.random(in: 1 ... Int64(min(200, 5 * attempt)))))
-            } catch let error as StoreError where error.code == .unavailable && commitSent.value.load(ordering: .relaxed) {
-                return try await resolve(group, after: error)
-            }
+    /// Waits until as many writers queue as the last group held, at most ``gatherTimeout``; never
+    /// for a writer alone (a single writer's commits are not delayed).
+    private func gather() {
+        let deadline = DispatchTime.now() + Self.gatherTimeout
+        while state.withLock({ state in
+            state.gathering = state.waiting.count < state.lastGroupSize
+            return state.gathering
+        }) {
+            if arrivals.wait(timeout: deadline) == .timedOut { break }
         }
-    }
-
-    /// What became of each member whose COMMIT got no answer: the token says.
-    private func resolve(_ group: [CommitQueue.Member], after failure: StoreError) async throws -> [CommitQueue.Outcome] {
-        let deadline = ContinuousClock.now + cluster.commitResolutionTimeout
-        var outcomes: [CommitQueue.Outcome] = []
-        for member in group {
-            while true {
-                do {
-                    switch try await database.resolveCommit(token: member.token) {
-                    case .committed: outcomes.append(.committed)
-                    case .notCommitted: outcomes.append(.conflict)
-                    }
-                    break
-                } catch let error as StoreError where error.code == .unavailable && ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(500))
-                } catch {
-                    throw StoreError(code: .unavailable,
-                                     message: "the outcome of commit \(member.token) is unknown (it was applied at most once): \(failure.message)",
-                                     cause: error)
-                }
-            }
-        }
-        logger.info("resolved commits of unknown outcome", metadata: ["tokens": "\(group.map(\.token))"])
-        return outcomes
-    }
-
-    /// One attempt at the group transaction; nil when it must be retried (40001, 40P01).
-    private func commitOnce(_ group: [CommitQueue.Member], on connection: PostgresConnection,
-                            commitSent: CommitSent) async throws -> [CommitQueue.Outcome]? {
-        let logger = logger
-        try await connection.query("BEGIN ISOLATION LEVEL SERIALIZABLE", logger: logger)
-        do {
-            if configuration.durability == .none {
-                try await connection.query("SET LOCAL synchronous_commit = off", logger: logger)
-            }
-            var written = Set<String>()
-            var deltas: [Digest: Int64] = [:]
-            var outcomes: [CommitQueue.Outcome] = []
-            for member in group {
-                guard !member.reads.touches(written), try await validate(member.reads, on: connection) else {
-                    outcomes.append(.conflict)
-                    continue
-                }
-                let memberDeltas = try await referenceDeltas(member.changes, on: connection)
-                if let missing = try await firstMissingBlob(member, deltas: memberDeltas, on: connection) {
-                    outcomes.append(missing)
-                    continue
-                }
-                try await apply(member, on: connection)
-                for (digest, delta) in memberDeltas { deltas[digest, default: 0] += delta }
-                written.formUnion(member.changes.map(\.key))
-                outcomes.append(.committed)
-            }
-            guard try await applyCounts(deltas, on: connection) else {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
-                return nil
-            }
-            commitSent.value.store(true, ordering: .relaxed)
-            try await connection.query("COMMIT", logger: logger)
-            return outcomes
-        } catch let error as PSQLError where ["40001", "40P01"].contains(error.serverInfo?[.sqlState]) {
-            _ = try? await connection.query("ROLLBACK", logger: logger)
-            return nil
-        } catch {
-            if !commitSent.value.load(ordering: .relaxed) { _ = try? await connection.query("ROLLBACK", logger: logger) }
-            throw error
-        }
-    }
-
-    /// Whether every read in `reads` still holds.
-    private func validate(_ reads: ReadSet, on connection: PostgresConnection) async throws -> Bool {
-        if !reads.points.isEmpty {
-            var current: [String: Int64] = [:]
-            let rows = try await connection.query(
-                "SELECT key, version FROM contentstore.records WHERE key = ANY(\(Array(reads.points.keys)))", logger: logger)
-            for try await (key, version) in rows.decode((String, Int64).self) { current[key] = version }
-            for (key, seen) in reads.points where current[key] != seen { return false }
-        }
-        for (prefix, seen) in reads.prefixes {
-            guard try await Self.versionedKeys(withPrefix: prefix, on: connection, logger: logger) == seen else { return false }
-        }
-        return true
-    }
-
-    /// Per digest: references the member's new records hold minus those their current rows hold.
-    private func referenceDeltas(_ changes: [(key: String, record: Record?)], on connection: PostgresConnection) async throws -> [Digest: Int64] {
-        var deltas: [Digest: Int64] = [:]
-        let rows = try await connection.query(
-            "SELECT key, refs FROM contentstore.records WHERE key = ANY(\(changes.map(\.key)))", logger: logger)
-        for try await (key, refs) in rows.decode((String, ByteBuffer).self) {
-            for digest in try Digest.list(refs, key: key) { deltas[digest, default: 0] -= 1 }
-        }
-        for change in changes {
-            for digest in change.record?.references ?? [] { deltas[digest, default: 0] += 1 }
-        }
-        return deltas.filter { $0.value != 0 }
-    }
-
-    /// `missingBlob` for the first digest the member adds a reference to that has no `blobs` row.
-    private func firstMissingBlob(_ member: CommitQueue.Member, deltas: [Digest: Int64],
-                                  on connection: PostgresConnection) async throws -> CommitQueue.Outcome? {
-        let added = deltas.filter { $0.value > 0 }.map(\.key)
-        guard !added.isEmpty else { return nil }
-        var present = Set<Digest>()
-        let rows = try await connection.query(
-            "SELECT digest FROM contentstore.blobs WHERE digest = ANY(\(added.map(\.buffer)))", logger: logger)
-        for try await digest in rows.decode(ByteBuffer.self) { present.insert(try Digest(buffer: digest, what: "contentstore.blobs")) }
-        for change in member.changes {
-            if let digest = change.record?.references.first(where: { deltas[$0, default: 0] > 0 && !present.contains($0) }) {
-                return .missingBlob(digest, key: change.key)
-            }
-        }
-        return nil
-    }
-
-    private func apply(_ member: CommitQueue.Member, on connection: PostgresConnection) async throws {
-        let sequenceRows = try await connection.query("SELECT nextval('contentstore.commit_sequence')", logger: logger)
-        var sequence: Int64 = 0
-        for try await value in sequenceRows.decode(Int64.self) { sequence = value }
-        for change in member.changes {
-            if let record = change.record {
-                try await connection.query("""
-                    INSERT INTO contentstore.records (key, value, refs, version) \
-                    VALUES (\(change.key), \(ByteBuffer(bytes: record.value)), \(Digest.column(record.references)), \(sequence)) \
-                    ON CONFLICT (key) DO UPDATE SET value = excluded.value, refs = excluded.refs, version = excluded.version
-                    """, logger: logger)
-            } else {
-                try await connection.query("DELETE FROM contentstore.records WHERE key = \(change.key)", logger: logger)
-            }
-        }
-        try await connection.query(
-            "INSERT INTO contentstore.commit_tokens (token, committed, sequence) VALUES (\(member.token), true, \(sequence))", logger: logger)
-    }
-
-    /// Applies the group's count changes, digests in order (two instances lock rows in one order).
-    /// False when a row is gone (collected since the check): the group is retried.
-    private func applyCounts(_ deltas: [Digest: Int64], on connection: PostgresConnection) async throws -> Bool {
-        let changed = deltas.filter { $0.value != 0 }.sorted { $0.key < $1.key }
-        guard !changed.isEmpty else { return true }
-        let rows = try await connection.query("""
-            UPDATE contentstore.blobs SET ref_count = ref_count + d.delta, \
-            zero_since = CASE WHEN ref_count + d.delta = 0 THEN now() ELSE NULL END \
-            FROM unnest(\(changed.map(\.key.buffer))::bytea[], \(changed.map(\.value))::bigint[]) AS d(digest, delta) \
-            WHERE blobs.digest = d.digest RETURNING 1
-            """, logger: logger)
-        var updated = 0
-        for try await _ in rows.decode(Int32.self) { updated += 1 }
-        return updated == changed.count
+        state.withLock { $0.gathering = false }
     }
 }
 
