@@ -45,15 +45,24 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
+        // Issue 21's graph, and its SQLite peer with the original Persist's undo table.
+        .target(
+            name: "PersistGraph",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "Persist", package: "ContentStore"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
         // issue 20's and 21's targets: StateLens and Persist against a durable 1 KiB commit, rounds interleaved.
         .executableTarget(
             name: "facadespeed",
             dependencies: [
                 "BenchSupport",
+                "PersistGraph",
                 .product(name: "ContentStore", package: "ContentStore"),
                 .product(name: "StateLens", package: "ContentStore"),
                 .product(name: "Persist", package: "ContentStore"),
-                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         // `make scale`: issue 19's million-object open, memory and collection targets.
@@ -81,7 +90,7 @@ for name in ["Blobs", "Commits", "Snapshots", "Recovery", "GarbageCollection", "
             .product(name: "Benchmark", package: "benchmark"),
         ] + (facades[name].map { [.product(name: $0, package: "ContentStore")] } ?? [])
             // Persist is compared with GRDB keeping its own undo table, as the original did.
-            + (name == "Persist" ? [.product(name: "GRDB", package: "GRDB.swift")] : []),
+            + (name == "Persist" ? ["PersistGraph"] : []),
         path: "Benchmarks/\(name)",
         plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
     ))

@@ -2,27 +2,7 @@ import BenchSupport
 import ContentStore
 import Foundation
 import Persist
-
-let graphSize = 100_000
-
-struct Budget: Entity {
-    static let entityName = "Budget"
-    var id: UUID
-    var amount: Double
-}
-
-struct BudgetItem: Entity {
-    static let entityName = "BudgetItem"
-    var id: UUID
-    var label: String
-    var budgeted: Double
-    var date: Date
-}
-
-func item(_ index: Int, budgeted: Double = 0) -> BudgetItem {
-    BudgetItem(id: UUID(uuid: (0, 0, 0, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, UInt8(index >> 24 & 0xFF), UInt8(index >> 16 & 0xFF), UInt8(index >> 8 & 0xFF), UInt8(index & 0xFF))),
-               label: "budget item \(index)", budgeted: budgeted, date: Date(timeIntervalSinceReferenceDate: 600_000_000 + Double(index)))
-}
+import PersistGraph
 
 /// Persist on a graph of one budget and 100,000 items related to it: a write of one item, its
 /// undo, its redo.
@@ -34,16 +14,7 @@ final class PersistContenders {
     init() throws {
         fixture = try StoreFixture("facadespeed-persist")
         persister = try Persister(store: fixture.store)
-        let budget = Budget(id: UUID(), amount: 1)
-        try persister.write { try $0.save(budget) }
-        for batch in stride(from: 0, to: graphSize, by: 10_000) {
-            try persister.write("import") { transaction in
-                for index in batch ..< batch + 10_000 {
-                    try transaction.save(item(index))
-                    try transaction.relate(budget.id, to: item(index).id, as: "items")
-                }
-            }
-        }
+        try saveGraph(with: persister)
     }
 
     var contenders: [Contender] {
@@ -65,7 +36,7 @@ final class PersistContenders {
 
     private func writeOne() throws -> Sample {
         counter += 1
-        let changed = item(counter * 7919 % graphSize, budgeted: Double(counter))
+        let changed = budgetItem(counter * 7919 % persistGraphSize, budgeted: Double(counter))
         let persister = self.persister
         return try measure { try persister.write("Edit") { try $0.save(changed) } }
     }
