@@ -53,10 +53,7 @@ final class LensContenders {
 
     private func commitKibibyte() throws -> Sample {
         counter += 1
-        var value = Data(repeating: 0x61, count: 1024)
-        withUnsafeBytes(of: counter) { value.replaceSubrange(0 ..< 8, with: $0) }
-        let store = fixture.store
-        return try measure { try store.write { try $0.setRecord(Record(value: value), forKey: "baseline") } }
+        return try facadespeed.commitKibibyte(on: fixture.store, counter: counter)
     }
 
     private func updateOneField() throws -> Sample {

@@ -28,10 +28,7 @@ final class PersistContenders {
     /// (each commit copies the record tree's path to its key, cold in the cache), Persist aside.
     private func commitKibibyte() throws -> Sample {
         counter += 1
-        var value = Data(repeating: 0x61, count: 1024)
-        withUnsafeBytes(of: counter) { value.replaceSubrange(0 ..< 8, with: $0) }
-        let store = fixture.store
-        return try measure { try store.write { try $0.setRecord(Record(value: value), forKey: "baseline") } }
+        return try facadespeed.commitKibibyte(on: fixture.store, counter: counter)
     }
 
     private func writeOne() throws -> Sample {

@@ -37,6 +37,14 @@ func measure(_ body: () throws -> Void) rethrows -> Sample {
     return Sample(wall: Double(monotonicNanoseconds() - wall) / 1e3, cpu: (threadCPUSeconds() - cpu) * 1e6)
 }
 
+/// The reference: one durable commit of a 1 KiB record on `store` (the value's first 8 bytes are
+/// `counter`, so every commit changes it), timed.
+func commitKibibyte(on store: Store, counter: Int) throws -> Sample {
+    var value = Data(repeating: 0x61, count: 1024)
+    withUnsafeBytes(of: counter) { value.replaceSubrange(0 ..< 8, with: $0) }
+    return try measure { try store.write { try $0.setRecord(Record(value: value), forKey: "baseline") } }
+}
+
 /// A contender: named timed operations run in order (write, undo, redo), with untimed preparation
 /// it does itself.
 struct Contender {
