@@ -198,8 +198,8 @@ extension CommitQueue.Member {
 /// The rows a group's members depend on, read inside the group transaction before anything is
 /// written: one statement for the keys, one per prefix, one for the blobs references are added to.
 struct GroupRows: Sendable {
-    /// Key → (version, references) of every existing row a member read or writes.
-    var records: [String: (version: Int64, refs: [Digest])] = [:]
+    /// Key → (version, record) of every existing row a member read or writes.
+    var records: [String: (version: Int64, record: Record)] = [:]
     var prefixes: [String: [KeyVersion]] = [:]
     /// Blobs with a row, among those a member's new records reference that the key's row did not.
     var presentBlobs = Set<Digest>()
@@ -217,10 +217,10 @@ struct GroupRows: Sendable {
             prefixes.formUnion(member.reads.prefixes.keys)
         }
         let rows = try await connection.query(locking
-            ? "SELECT key, version, refs FROM contentstore.records WHERE key = ANY(\(keys.sorted())::text[]) ORDER BY key FOR UPDATE"
-            : "SELECT key, version, refs FROM contentstore.records WHERE key = ANY(\(keys.sorted())::text[])", logger: logger)
-        for try await (key, version, refs) in rows.decode((String, Int64, ByteBuffer).self) {
-            result.records[key] = (version, try Digest.list(refs, key: key))
+            ? "SELECT key, version, refs, value FROM contentstore.records WHERE key = ANY(\(keys.sorted())::text[]) ORDER BY key FOR UPDATE"
+            : "SELECT key, version, refs, value FROM contentstore.records WHERE key = ANY(\(keys.sorted())::text[])", logger: logger)
+        for try await (key, version, refs, value) in rows.decode((String, Int64, ByteBuffer, ByteBuffer).self) {
+            result.records[key] = (version, Record(value: Data(value.readableBytesView), references: try Digest.list(refs, key: key)))
         }
         result.statements += 1
         for prefix in prefixes.sorted() {
@@ -246,7 +246,7 @@ struct GroupRows: Sendable {
         var added = Set<Digest>()
         for member in group {
             for change in member.changes {
-                let old = Set(records[change.key]?.refs ?? [])
+                let old = Set(records[change.key]?.record.references ?? [])
                 added.formUnion((change.record?.references ?? []).filter { !old.contains($0) })
             }
         }
@@ -264,26 +264,28 @@ struct GroupPlan {
     var tokens: [UUID] = []
 
     init(_ group: [CommitQueue.Member], rows: GroupRows) {
-        var refs = rows.records.mapValues(\.refs)
+        var current: [String: Record?] = rows.records.mapValues { Optional($0.record) }
         var written = Set<String>()
         // A digest a row referenced before the group has a blob row (its count is at least one).
-        let present = rows.presentBlobs.union(rows.records.values.flatMap(\.refs))
+        let present = rows.presentBlobs.union(rows.records.values.flatMap(\.record.references))
         for member in group {
             guard !member.reads.touches(written), Self.holds(member.reads, in: rows) else {
                 outcomes.append(.conflict)
                 continue
             }
+            // A blind rewrite of what the key holds commits nothing (``ClusterEngine/write(_:)``).
+            let changes = member.changes.filter { $0.record != current[$0.key] ?? nil }
             var memberDeltas: [Digest: Int64] = [:]
-            for change in member.changes {
-                for digest in refs[change.key] ?? [] { memberDeltas[digest, default: 0] -= 1 }
+            for change in changes {
+                for digest in current[change.key]??.references ?? [] { memberDeltas[digest, default: 0] -= 1 }
                 for digest in change.record?.references ?? [] { memberDeltas[digest, default: 0] += 1 }
             }
-            if let missing = Self.firstMissingBlob(member, deltas: memberDeltas, present: present) {
+            if let missing = Self.firstMissingBlob(changes, deltas: memberDeltas, present: present) {
                 outcomes.append(missing)
                 continue
             }
-            for change in member.changes {
-                refs[change.key] = change.record?.references
+            for change in changes {
+                current[change.key] = .some(change.record)
                 finalRecords[change.key] = change.record
                 written.insert(change.key)
             }
@@ -302,8 +304,9 @@ struct GroupPlan {
     }
 
     /// `missingBlob` for the first digest the member adds a reference to that has no `blobs` row.
-    private static func firstMissingBlob(_ member: CommitQueue.Member, deltas: [Digest: Int64], present: Set<Digest>) -> CommitQueue.Outcome? {
-        for change in member.changes {
+    private static func firstMissingBlob(_ changes: [(key: String, record: Record?)], deltas: [Digest: Int64],
+                                         present: Set<Digest>) -> CommitQueue.Outcome? {
+        for change in changes {
             if let digest = change.record?.references.first(where: { deltas[$0, default: 0] > 0 && !present.contains($0) }) {
                 return .missingBlob(digest, key: change.key)
             }
