@@ -12,7 +12,15 @@ final class WorkerProcess {
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.standardInput = input
         process.standardOutput = output
-        process.standardError = errors
+        // CLUSTER_COMPARE_WORKER_LOG=DIR: each worker's stderr (with CLUSTER_COMPARE_LOG_LEVEL=debug,
+        // the per-group commit lines) goes to a file there; a pipe nobody drains would block it.
+        if let directory = ProcessInfo.processInfo.environment["CLUSTER_COMPARE_WORKER_LOG"] {
+            let path = "\(directory)/worker-\(arguments.joined(separator: "-"))-\(UUID().uuidString.prefix(8)).log"
+            FileManager.default.createFile(atPath: path, contents: nil)
+            process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        } else {
+            process.standardError = errors
+        }
         try process.run()
     }
 

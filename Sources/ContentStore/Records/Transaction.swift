@@ -77,6 +77,13 @@ public struct Transaction {
         encodedSize += size
     }
 
+    /// Every change in key order, unchanged rewrites included: for an engine that drops those
+    /// itself where it reads the rows anyway (the cluster's group commit), instead of reading each
+    /// key once more here.
+    package var pendingChanges: [(key: String, record: Record?)] {
+        changes.map { (key: $0.key, record: $0.value) }
+    }
+
     /// The effective changes in key order: the new record under each key, nil for a removal.
     /// Changes that leave a key as it was (removing a missing key, setting an identical record) are
     /// left out, so an unchanged rewrite commits nothing.

@@ -58,11 +58,15 @@ extension ClusterEngine {
             let tracker = ReadTracker(engine: self)
             var transaction = Transaction(base: tracker, limits: limits)
             let result = try body(&transaction)
-            let changes = try transaction.effectiveChanges()
             let reads = tracker.reads
-            // effectiveChanges drops a write equal to the latest row; if that row is not what the
-            // body read, the body's result rests on a stale read and must run again.
             if reads.inconsistent { continue }
+            // A rewrite of what the body read commits nothing; a blind one (a key the body did not
+            // read) is dropped by the group commit, which reads that row anyway (§5.2), so a blind
+            // write costs no read of its own.
+            let changes = transaction.pendingChanges.filter { change in
+                guard reads.points[change.key] != nil else { return true }
+                return change.record != tracker.seen(change.key)
+            }
             if changes.isEmpty { return result }
             let member = CommitQueue.Member(reads: reads, changes: changes)
             switch try commitQueue.submit(member, engine: self) {
@@ -130,9 +134,14 @@ struct ReadSet: Sendable {
 }
 
 /// The view a `write` body reads: the latest committed rows, each read noted in a ``ReadSet``.
+///
+/// A key read twice is read from the database twice: the versions must agree, or the body saw no
+/// single state and runs again.
 final class ReadTracker: RecordView {
     private let engine: ClusterEngine
     private let state = Mutex(ReadSet())
+    /// The record the body last saw under each key it read.
+    private let records = Mutex<[String: Record?]>([:])
 
     init(engine: ClusterEngine) {
         self.engine = engine
@@ -140,12 +149,18 @@ final class ReadTracker: RecordView {
 
     var reads: ReadSet { state.withLock { $0 } }
 
+    /// What the body saw under `key` (nil: absent, or never read).
+    func seen(_ key: String) -> Record? {
+        records.withLock { $0[key] ?? nil }
+    }
+
     func record(forKey key: String) throws -> Record? {
         let row = try engine.versionedRecord(forKey: key)
         state.withLock { reads in
             if let seen = reads.points[key], seen != row?.1 { reads.inconsistent = true }
             reads.points[key] = .some(row?.1)
         }
+        records.withLock { $0[key] = .some(row?.0) }
         return row?.0
     }
 
