@@ -207,13 +207,12 @@ extension ClusterEngine {
         return try storedBlob(digest, at: location, packed: entry)
     }
 
-    /// The row of `digest` with what a read needs, inline bytes included: one statement.
+    /// The row of `digest` with what a read needs, inline bytes included: one statement, prepared
+    /// once per connection (every cold read runs it, so PostgreSQL plans it once, not per read).
     func locate(_ digest: Digest, on connection: PostgresConnection) async throws -> BlobLocation? {
-        let rows = try await connection.query("""
-            SELECT b.logical_size, b.stored_size, b.codec, b.inline_data, p.object_key, b.pack_offset, b.children IS NOT NULL, b.content_size \
-            FROM contentstore.blobs b LEFT JOIN contentstore.packs p ON p.id = b.pack_id WHERE b.digest = \(digest.buffer)
-            """, logger: logger)
-        for try await row in rows.decode(BlobLocation.Row.self) { return BlobLocation(row) }
+        for try await row in try await connection.execute(BlobLocation.Lookup(digest: digest.buffer), logger: logger) {
+            return BlobLocation(row)
+        }
         return nil
     }
 
@@ -283,5 +282,25 @@ struct BlobLocation: Sendable {
 
     init(_ row: Row) {
         (logical, storedSize, codec, inline, objectKey, offset, isNode, contentSize) = row
+    }
+
+    /// The lookup of one digest's row, as a named prepared statement.
+    struct Lookup: PostgresPreparedStatement {
+        static let name = "contentstore_locate_blob_v1"
+        static let sql = """
+            SELECT b.logical_size, b.stored_size, b.codec, b.inline_data, p.object_key, b.pack_offset, b.children IS NOT NULL, b.content_size \
+            FROM contentstore.blobs b LEFT JOIN contentstore.packs p ON p.id = b.pack_id WHERE b.digest = $1
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.bytea]
+
+        var digest: ByteBuffer
+
+        func makeBindings() -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 1)
+            bindings.append(digest)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
     }
 }
