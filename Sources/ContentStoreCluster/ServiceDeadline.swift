@@ -17,9 +17,19 @@ enum ServiceDeadline {
         var description: String { "no answer within \(timeout)" }
     }
 
+    /// A check made once `body` has run for `after` without an answer (ClusterDatabase asks whether
+    /// the server takes connections at all). Its error, if it throws first, is the call's.
+    struct Check: Sendable {
+        var after: Duration
+        var run: @Sendable () async throws -> Void
+    }
+
     /// `body`'s result, or ``Exceeded`` once `timeout` has passed (after calling `onTimeout`), or
-    /// `CancellationError` as soon as the calling task is cancelled.
-    static func run<T: Sendable>(within timeout: Duration, onTimeout: @escaping @Sendable () -> Void = {},
+    /// `check`'s error, or `CancellationError` as soon as the calling task is cancelled.
+    ///
+    /// Two tasks a call (the work and one timer that also starts the check): every PostgreSQL
+    /// statement pays this, so the check shares the timer instead of a task group of its own.
+    static func run<T: Sendable>(within timeout: Duration, check: Check? = nil, onTimeout: @escaping @Sendable () -> Void = {},
                                  _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let race = Race<T>()
         let work = Task(executorPreference: ClusterExecutor.shared) {
@@ -30,7 +40,21 @@ enum ServiceDeadline {
             }
         }
         let timer = Task(executorPreference: ClusterExecutor.shared) {
-            try? await Task.sleep(for: timeout)
+            var waited = Duration.zero
+            if let check, check.after < timeout {
+                try? await Task.sleep(for: check.after)
+                if Task.isCancelled { return }
+                waited = check.after
+                // Apart from the timer, which must fire on time however long the check takes.
+                Task(executorPreference: ClusterExecutor.shared) {
+                    do {
+                        try await check.run()
+                    } catch {
+                        if race.finish(.failure(error)) { work.cancel() }
+                    }
+                }
+            }
+            try? await Task.sleep(for: timeout - waited)
             if !Task.isCancelled, race.finish(.failure(Exceeded(timeout: timeout))) {
                 work.cancel()
                 onTimeout()

@@ -238,11 +238,7 @@ struct ClusterChunkedBlobTests {
                                   _ body: (Store, ClusterConfiguration, URL) async throws -> Void) async throws {
         let environment = try ClusterTestEnvironment.required()
         let url = try await environment.makeDatabase()
-        var cluster = ClusterConfiguration(databaseURL: url, objectStoreEndpoint: environment.s3Endpoint,
-                                           bucket: ClusterTestEnvironment.uniqueBucket())
-        cluster.accessKeyID = environment.accessKeyID
-        cluster.secretAccessKey = environment.secretAccessKey
-        cluster.requestTimeout = .seconds(60)
+        var cluster = environment.configuration(database: url)
         if let packSizeTarget { cluster.packSizeTarget = packSizeTarget }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cs-chunked-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -198,6 +198,43 @@ struct ClusterDatabaseTests {
         }
     }
 
+    /// A server that stops in the middle of a result (here PostgreSQL itself, asleep after a
+    /// few thousand rows of a scan, with more rows to come): a collector's statement on its held
+    /// connection ends at the request timeout as `unavailable`, the rows sent before the stall
+    /// notwithstanding — the rows are read within the deadline, not after it.
+    @Test(.timeLimit(.minutes(8)))
+    func aResultThatStallsMidwayOnAHeldConnectionIsUnavailableAtTheTimeout() async throws {
+        try await withDatabase { url, _ in
+            let database = try ClusterDatabase(url: url, maximumConnections: 2, requestTimeout: .seconds(5))
+            defer { Task { await database.close() } }
+            let held = try await database.hold("scan")
+            defer { held.release() }
+            let connection = BoundedConnection(held: held, database: database, operation: "scan")
+            // 100-byte rows: the first 4,999 fill PostgreSQL's send buffer many times over, so they
+            // reach the client before the backend sleeps on row 5,000 (a subquery of the row's own,
+            // run only there).
+            let started = ContinuousClock.now
+            let error = await #expect(throws: StoreError.self) {
+                try await connection.query("""
+                    SELECT g, repeat('x', 100), CASE WHEN g = 5000 THEN (SELECT count(*) FROM pg_sleep(120) WHERE g > 0) END \
+                    FROM generate_series(1, 10000) AS g
+                    """, logger: database.logger)
+            }
+            let elapsed = ContinuousClock.now - started
+            #expect(error?.code == .unavailable)
+            #expect(error?.message.contains("did not answer within") == true)
+            #expect(elapsed < .seconds(60), "the stalled scan took \(elapsed)")
+            // The held connection was closed at the deadline; the pool serves the next call.
+            let one = try await eventually(within: .seconds(60)) {
+                try await database.run("select") { connection in
+                    for try await value in try await connection.query("SELECT 1", logger: database.logger).decode(Int32.self) { return value }
+                    return 0
+                }
+            }
+            #expect(one == 1)
+        }
+    }
+
     @Test func malformedURLsAreInvalidArgumentsThatHideThePassword() {
         for url in ["mysql://u:hunter2@h/db", "postgres://h/db", "postgres://u:hunter2@h", "postgres://u:hunter2@h/db?sslmode=bogus",
                     "postgres://u:hunter2@h/db?application=x", "not a url"] {

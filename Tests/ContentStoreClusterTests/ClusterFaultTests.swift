@@ -12,13 +12,9 @@ import Testing
 /// what is asserted is that every call ends, with the right outcome.
 @Suite(.enabled(if: ClusterTestEnvironment.current != nil, ClusterTestEnvironment.skipMessage))
 struct ClusterFaultTests {
+    /// A short request timeout: these tests wait out deadlines while a service is down.
     func configuration(_ environment: ClusterTestEnvironment, database: String, endpoint: URL? = nil) -> ClusterConfiguration {
-        var cluster = ClusterConfiguration(databaseURL: database, objectStoreEndpoint: endpoint ?? environment.s3Endpoint,
-                                           bucket: ClusterTestEnvironment.uniqueBucket())
-        cluster.accessKeyID = environment.accessKeyID
-        cluster.secretAccessKey = environment.secretAccessKey
-        cluster.requestTimeout = .seconds(20)
-        return cluster
+        environment.configuration(database: database, endpoint: endpoint, requestTimeout: .seconds(20))
     }
 
     @Test func wrongSecretIsAClearErrorAndWritesNothing() async throws {

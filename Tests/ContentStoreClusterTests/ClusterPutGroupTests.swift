@@ -93,11 +93,7 @@ import Testing
     func concurrentSmallAndPackedPutsAreStoredOnceEach() async throws {
         let environment = try ClusterTestEnvironment.required()
         let url = try await environment.makeDatabase()
-        var cluster = ClusterConfiguration(databaseURL: url, objectStoreEndpoint: environment.s3Endpoint,
-                                           bucket: ClusterTestEnvironment.uniqueBucket())
-        cluster.accessKeyID = environment.accessKeyID
-        cluster.secretAccessKey = environment.secretAccessKey
-        cluster.requestTimeout = .seconds(60)
+        let cluster = environment.configuration(database: url)
         defer { Task { await environment.dropDatabase(url) } }
         let store = try await Store(cluster: cluster, configuration: StoreLocation.configuration)
         defer { try? store.close() }

@@ -36,6 +36,20 @@ struct ClusterTestEnvironment: Sendable {
         try #require(current, skipMessage)
     }
 
+    // MARK: - A cluster store
+
+    /// The configuration of a cluster store on these services: `database`, a fresh bucket, the
+    /// test credentials, and a request timeout generous enough for two loaded cores (a deadline
+    /// that fires under load fails a test that asserts nothing about timing).
+    func configuration(database: String, endpoint: URL? = nil, requestTimeout: Duration = .seconds(60)) -> ClusterConfiguration {
+        var cluster = ClusterConfiguration(databaseURL: database, objectStoreEndpoint: endpoint ?? s3Endpoint,
+                                           bucket: Self.uniqueBucket())
+        cluster.accessKeyID = accessKeyID
+        cluster.secretAccessKey = secretAccessKey
+        cluster.requestTimeout = requestTimeout
+        return cluster
+    }
+
     // MARK: - Object store
 
     func s3Configuration(bucket: String, endpoint: URL? = nil, secret: String? = nil) -> S3Client.Configuration {

@@ -49,11 +49,7 @@ func withStore<T>(_ backend: StoreBackend, configuration: Store.Configuration = 
     case .cluster:
         let environment = try ClusterTestEnvironment.required()
         let url = try await environment.makeDatabase()
-        var cluster = ClusterConfiguration(databaseURL: url, objectStoreEndpoint: environment.s3Endpoint,
-                                           bucket: ClusterTestEnvironment.uniqueBucket())
-        cluster.accessKeyID = environment.accessKeyID
-        cluster.secretAccessKey = environment.secretAccessKey
-        cluster.requestTimeout = .seconds(60)
+        let cluster = environment.configuration(database: url)
         let location = StoreLocation(backend: backend, cluster: cluster)
         do {
             let store = try await location.open(configuration)

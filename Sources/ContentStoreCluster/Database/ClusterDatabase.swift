@@ -214,33 +214,13 @@ package final class ClusterDatabase: Sendable {
     /// closed (its query cannot be cancelled otherwise; the pool replaces it) and the call is
     /// `unavailable`; the next call starts afresh.
     package func run<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        guard runTask.withLock({ $0 != nil }) else {
-            throw StoreError(code: .closed, message: "the connection pool for PostgreSQL at \(url.endpoint) was closed")
-        }
+        try checkNotClosed()
         let leased = LeasedConnection()
         do {
-            return try await ServiceDeadline.run(within: requestTimeout, onTimeout: { leased.close() }) {
-                try await withThrowingTaskGroup(of: Answer<T>.self) { group in
-                    group.addTask {
-                        .result(try await self.client.withConnection { connection in
-                            leased.set(connection)
-                            return try await body(connection)
-                        })
-                    }
-                    group.addTask {
-                        // The pool retries failed connection attempts and only logs why; a request
-                        // waiting for a connection would wait out the timeout. One direct connection
-                        // attempt tells at once: refused (`unavailable`) or bad credentials. When it
-                        // succeeds the request goes on waiting, under ServiceDeadline's timeout alone.
-                        try await Task.sleep(for: Self.probeDelay)
-                        try await self.probe()
-                        return .reachable
-                    }
-                    defer { group.cancelAll() }
-                    while let answer = try await group.next() {
-                        if case .result(let result) = answer { return result }
-                    }
-                    throw CancellationError()  // both children ended without a result: only on cancellation
+            return try await ServiceDeadline.run(within: requestTimeout, check: probeUnlessLeased(leased), onTimeout: { leased.close() }) {
+                try await self.client.withConnection { connection in
+                    leased.set(connection)
+                    return try await body(connection)
                 }
             }
         } catch let error as StoreError {
@@ -249,6 +229,56 @@ package final class ClusterDatabase: Sendable {
             throw error
         } catch {
             throw storeError(error, operation: operation)
+        }
+    }
+
+    /// The blocking twin of ``run(_:_:)`` for the engine's synchronous methods, whose thread waits
+    /// anyway: `body` runs in one task on the cluster's executor and the waiting thread's timed
+    /// wait is the deadline, so a statement costs one task and no timer (a cold `get` is one such
+    /// statement). Same timeout, probe, closing and errors as ``run(_:_:)``.
+    package func runWaiting<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) throws -> T {
+        try checkNotClosed()
+        let leased = LeasedConnection(), outcome = PendingResult<T>(), client = client
+        let work = Task(executorPreference: ClusterExecutor.shared) {
+            do {
+                outcome.set(.success(try await client.withConnection { connection in
+                    leased.set(connection)
+                    return try await body(connection)
+                }))
+            } catch {
+                outcome.set(.failure(error))
+            }
+        }
+        let started = ContinuousClock.now
+        do {
+            if let result = try outcome.wait(timeout: min(Self.probeDelay, requestTimeout)) { return result }
+            if let check = probeUnlessLeased(leased) {
+                let remaining = requestTimeout - (ContinuousClock.now - started)
+                try ClusterExecutor.wait { try await ServiceDeadline.run(within: remaining, check.run) }
+            }
+            if let result = try outcome.wait(timeout: requestTimeout - (ContinuousClock.now - started)) { return result }
+            leased.close()
+            throw ServiceDeadline.Exceeded(timeout: requestTimeout)
+        } catch {
+            work.cancel()
+            throw storeError(error, operation: operation)
+        }
+    }
+
+    private func checkNotClosed() throws {
+        guard runTask.withLock({ $0 != nil }) else {
+            throw StoreError(code: .closed, message: "the connection pool for PostgreSQL at \(url.endpoint) was closed")
+        }
+    }
+
+    /// The pool retries failed connection attempts and only logs why, so a request waiting for a
+    /// connection would wait out the timeout. A request that has none after ``probeDelay`` makes
+    /// one direct attempt, which tells at once: refused (`unavailable`) or bad credentials. When it
+    /// succeeds, or the request already runs on a connection, the request goes on waiting.
+    private func probeUnlessLeased(_ leased: LeasedConnection) -> ServiceDeadline.Check? {
+        guard Self.probeDelay < requestTimeout else { return nil }
+        return ServiceDeadline.Check(after: Self.probeDelay) {
+            if !leased.isSet { try await self.probe() }
         }
     }
 
@@ -272,9 +302,7 @@ package final class ClusterDatabase: Sendable {
     /// A pooled connection held until ``HeldConnection/release()``: for what spans calls (a
     /// snapshot's transaction, the collector's session lock). Failures map as for ``run(_:_:)``.
     package func hold(_ operation: String) async throws -> HeldConnection {
-        guard runTask.withLock({ $0 != nil }) else {
-            throw StoreError(code: .closed, message: "the connection pool for PostgreSQL at \(url.endpoint) was closed")
-        }
+        try checkNotClosed()
         let (connections, handOver) = AsyncThrowingStream<PostgresConnection, any Error>.makeStream()
         let (released, release) = AsyncStream<Void>.makeStream()
         let client = client
@@ -398,18 +426,14 @@ package struct PostgresFailure: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// What a child of ``ClusterDatabase/run(_:_:)`` ends with: the body's result, or the probe's
-/// finding that the server accepts connections (the request then keeps waiting).
-private enum Answer<T: Sendable>: Sendable {
-    case result(T)
-    case reachable
-}
-
-/// The connection a ``ClusterDatabase/run(_:_:)`` call leased, so its deadline can close it.
+/// The connection a ``ClusterDatabase/run(_:_:)`` call leased, so its deadline can close it (and
+/// its probe knows it has one).
 private final class LeasedConnection: Sendable {
     private let connection = Mutex<PostgresConnection?>(nil)
 
     func set(_ leased: PostgresConnection) { connection.withLock { $0 = leased } }
+
+    var isSet: Bool { connection.withLock { $0 != nil } }
 
     func close() {
         // The future-returning close: the deadline's callback is synchronous.
@@ -419,8 +443,13 @@ private final class LeasedConnection: Sendable {
 
 /// A held connection whose every statement has the request timeout, for a session of many
 /// statements (the collector's): past the timeout the connection is closed and the statement
-/// throws `unavailable` (``ClusterDatabase/run(_:on:_:)``). Rows are read as from
-/// `PostgresConnection.query`.
+/// throws `unavailable` (``ClusterDatabase/run(_:on:_:)``).
+///
+/// Owns one invariant: no row is read outside the deadline. Each statement's rows are all read
+/// within its timeout and handed back collected, so a server that stops in the middle of a result
+/// ends the statement as `unavailable` instead of leaving the caller waiting on a row sequence.
+/// Every statement the collector and the packer make is bounded (a `LIMIT`, a page of a listing,
+/// one pack's worth of inline blobs), so collecting holds no more than they would.
 package struct BoundedConnection: Sendable {
     let held: HeldConnection
     let database: ClusterDatabase
@@ -428,8 +457,23 @@ package struct BoundedConnection: Sendable {
     let operation: String
 
     @discardableResult
-    package func query(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRowSequence {
-        try await database.run(operation, on: held) { try await $0.query(query, logger: logger) }
+    package func query(_ query: PostgresQuery, logger: Logger) async throws -> BoundedRows {
+        try await database.run(operation, on: held) { BoundedRows(rows: try await $0.query(query, logger: logger).collect()) }
+    }
+}
+
+/// The rows of a ``BoundedConnection`` statement, read in full within its deadline.
+package struct BoundedRows: Sendable {
+    package let rows: [PostgresRow]
+
+    /// Each row decoded as `Column`.
+    package func decode<Column: PostgresDecodable>(_ type: Column.Type) throws -> [Column] {
+        try rows.map { try $0.decode(Column.self) }
+    }
+
+    /// Each row decoded as the tuple `(repeat each Column)`.
+    package func decode<each Column: PostgresDecodable>(_ type: (repeat each Column).Type) throws -> [(repeat each Column)] {
+        try rows.map { try $0.decode(type) }
     }
 }
 

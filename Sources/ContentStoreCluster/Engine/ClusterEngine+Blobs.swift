@@ -61,7 +61,7 @@ extension ClusterEngine {
             memoryCache.insert(data, for: digest)
             return data
         }
-        let data = try wait { try await self.fetch(digest) }
+        let data = try read(digest)
         memoryCache.insert(data, for: digest)
         diskCache?.store(data, for: digest)
         return data
@@ -140,10 +140,22 @@ extension ClusterEngine {
         }
     }
 
+    /// ``fetch(_:)`` for a waiting thread. The row is read on this thread's own wait (one
+    /// statement: location and inline bytes together); an inline blob — every small blob until the
+    /// packer moves it — is decoded and verified right here, so a cold small read is one statement,
+    /// one task and no timer. Only a packed or chunked blob goes on to the object store.
+    private func read(_ digest: Digest) throws -> Data {
+        guard let location = try query("read a blob's location", { try await self.locate(digest, on: $0) }) else {
+            throw StoreError(code: .notFound, message: "blob \(digest) is not in the store")
+        }
+        if location.inline != nil, case .blob(let data) = try storedBlob(digest, at: location, packed: nil) { return data }
+        return try wait { try await self.fetch(digest, located: location) }
+    }
+
     /// The verified bytes of `digest` from the database or the object store, a chunked blob's
-    /// assembled from its chunks.
-    func fetch(_ digest: Digest) async throws -> Data {
-        switch try await fetchStored(digest) {
+    /// assembled from its chunks; `located` is its row when the caller has just read it.
+    func fetch(_ digest: Digest, located: BlobLocation? = nil) async throws -> Data {
+        switch try await fetchStored(digest, located: located) {
         case .blob(let data):
             return data
         case .root(let root, let size):
@@ -161,9 +173,9 @@ extension ClusterEngine {
 
     /// What the row of `digest` locates, verified. A pack that is gone is looked up once more: the
     /// collector may have moved the blob meanwhile (§3.3).
-    func fetchStored(_ digest: Digest) async throws -> StoredBlob {
+    func fetchStored(_ digest: Digest, located: BlobLocation? = nil) async throws -> StoredBlob {
         do {
-            return try await fetchOnce(digest)
+            return try await fetchOnce(digest, located: located)
         } catch let error as StoreError where error.code == .notFound && error.path != nil {
             do {
                 return try await fetchOnce(digest)
@@ -173,49 +185,63 @@ extension ClusterEngine {
         }
     }
 
-    private func fetchOnce(_ digest: Digest) async throws -> StoredBlob {
-        typealias Row = (Int64, Int64, Int16, ByteBuffer?, String?, Int64?, Bool, Int64?)
-        let row: Row? = try await database.run("read a blob's location") { connection in
-            let rows = try await connection.query("""
-                SELECT b.logical_size, b.stored_size, b.codec, b.inline_data, p.object_key, b.pack_offset, b.children IS NOT NULL, b.content_size \
-                FROM contentstore.blobs b LEFT JOIN contentstore.packs p ON p.id = b.pack_id WHERE b.digest = \(digest.buffer)
-                """, logger: self.logger)
-            for try await row in rows.decode(Row.self) { return row }
-            return nil
+    private func fetchOnce(_ digest: Digest, located: BlobLocation? = nil) async throws -> StoredBlob {
+        let found: BlobLocation?
+        if let located {
+            found = located
+        } else {
+            found = try await database.run("read a blob's location") { try await self.locate(digest, on: $0) }
         }
-        guard let row else { throw StoreError(code: .notFound, message: "blob \(digest) is not in the store") }
-        let (logical, storedSize, codecValue, inline, objectKey, offset, isNode, contentSize) = row
-        guard isNode || logical <= limits.maximumGetSize else {
+        guard let location = found else { throw StoreError(code: .notFound, message: "blob \(digest) is not in the store") }
+        guard location.inline == nil, let objectKey = location.objectKey, let offset = location.offset else {
+            return try storedBlob(digest, at: location, packed: nil)
+        }
+        let end = UInt64(offset) + UInt64(ClusterPackFormat.entryHeaderSize) + UInt64(location.storedSize)
+        let entry: [UInt8]
+        do {
+            entry = try await objects.get(objectKey, range: UInt64(offset) ..< end)
+        } catch let error as StoreError where error.code == .notFound {
+            throw StoreError(code: .notFound, message: "pack object \(objectKey) holding blob \(digest) is missing",
+                             path: objectKey, offset: UInt64(offset), cause: error)
+        }
+        return try storedBlob(digest, at: location, packed: entry)
+    }
+
+    /// The row of `digest` with what a read needs, inline bytes included: one statement, prepared
+    /// once per connection (every cold read runs it, so PostgreSQL plans it once, not per read).
+    func locate(_ digest: Digest, on connection: PostgresConnection) async throws -> BlobLocation? {
+        for try await row in try await connection.execute(BlobLocation.Lookup(digest: digest.buffer), logger: logger) {
+            return BlobLocation(row)
+        }
+        return nil
+    }
+
+    /// The blob `location` describes, decoded and verified: its inline bytes, or `packed`, its
+    /// pack entry as read from the object store.
+    private func storedBlob(_ digest: Digest, at location: BlobLocation, packed: [UInt8]?) throws -> StoredBlob {
+        guard location.isNode || location.logical <= limits.maximumGetSize else {
             throw StoreError(code: .limitExceeded,
-                             message: "blob \(digest) is \(logical) bytes, over the get limit of \(limits.maximumGetSize); export it instead")
+                             message: "blob \(digest) is \(location.logical) bytes, over the get limit of \(limits.maximumGetSize); export it instead")
         }
-        guard let codec = ClusterPackFormat.Codec(rawValue: UInt8(clamping: codecValue)) else {
-            throw StoreError(code: .corrupted, message: "blob \(digest) has unknown codec \(codecValue) in contentstore.blobs")
+        guard let codec = ClusterPackFormat.Codec(rawValue: UInt8(clamping: location.codec)) else {
+            throw StoreError(code: .corrupted, message: "blob \(digest) has unknown codec \(location.codec) in contentstore.blobs")
         }
         let stored: [UInt8]
-        let location: String
-        if let inline {
+        let place: String
+        if let inline = location.inline {
             stored = Array(inline.readableBytesView)
-            location = "contentstore.blobs.inline_data"
-        } else if let objectKey, let offset {
+            place = "contentstore.blobs.inline_data"
+        } else if let packed, let objectKey = location.objectKey, let offset = location.offset {
             let expected = ClusterPackFormat.IndexRow(
-                digest: digest.withUnsafeBytes { [UInt8]($0) }, entryOffset: UInt64(offset), logicalLength: UInt64(logical),
-                storedLength: UInt32(clamping: storedSize), codec: codec)
-            let end = UInt64(offset) + UInt64(ClusterPackFormat.entryHeaderSize) + UInt64(storedSize)
-            let bytes: [UInt8]
-            do {
-                bytes = try await objects.get(objectKey, range: UInt64(offset) ..< end)
-            } catch let error as StoreError where error.code == .notFound {
-                throw StoreError(code: .notFound, message: "pack object \(objectKey) holding blob \(digest) is missing",
-                                 path: objectKey, offset: UInt64(offset), cause: error)
-            }
-            stored = try ClusterPackFormat.parseEntry(bytes, expected: expected, objectKey: objectKey).stored
-            location = "pack \(objectKey) at offset \(offset)"
+                digest: digest.withUnsafeBytes { [UInt8]($0) }, entryOffset: UInt64(offset), logicalLength: UInt64(location.logical),
+                storedLength: UInt32(clamping: location.storedSize), codec: codec)
+            stored = try ClusterPackFormat.parseEntry(packed, expected: expected, objectKey: objectKey).stored
+            place = "pack \(objectKey) at offset \(offset)"
         } else {
             throw StoreError(code: .corrupted, message: "blob \(digest) has no location in contentstore.blobs")
         }
-        let data = try decode(stored, codec: codec, logicalSize: Int(logical), digest: digest, location: location)
-        return try StoredBlob(data, of: digest, isNode: isNode, contentSize: contentSize, location: location,
+        let data = try decode(stored, codec: codec, logicalSize: Int(location.logical), digest: digest, location: place)
+        return try StoredBlob(data, of: digest, isNode: location.isNode, contentSize: location.contentSize, location: place,
                               verifying: configuration.verifiesReads)
     }
 
@@ -237,5 +263,44 @@ extension ClusterEngine {
             }
             return data
         }
+    }
+}
+
+/// A `blobs` row as a read needs it: where the bytes are (inline, or a pack object and offset)
+/// and what to check them against.
+struct BlobLocation: Sendable {
+    typealias Row = (Int64, Int64, Int16, ByteBuffer?, String?, Int64?, Bool, Int64?)
+
+    var logical: Int64
+    var storedSize: Int64
+    var codec: Int16
+    var inline: ByteBuffer?
+    var objectKey: String?
+    var offset: Int64?
+    var isNode: Bool
+    var contentSize: Int64?
+
+    init(_ row: Row) {
+        (logical, storedSize, codec, inline, objectKey, offset, isNode, contentSize) = row
+    }
+
+    /// The lookup of one digest's row, as a named prepared statement.
+    struct Lookup: PostgresPreparedStatement {
+        static let name = "contentstore_locate_blob_v1"
+        static let sql = """
+            SELECT b.logical_size, b.stored_size, b.codec, b.inline_data, p.object_key, b.pack_offset, b.children IS NOT NULL, b.content_size \
+            FROM contentstore.blobs b LEFT JOIN contentstore.packs p ON p.id = b.pack_id WHERE b.digest = $1
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.bytea]
+
+        var digest: ByteBuffer
+
+        func makeBindings() -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 1)
+            bindings.append(digest)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
     }
 }

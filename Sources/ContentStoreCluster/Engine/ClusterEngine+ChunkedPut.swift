@@ -16,8 +16,10 @@ import PostgresNIO
 /// and node has its row before the node that lists it, and a `put` lease held for the whole put
 /// keeps the collector from what it registered or freshened until the root is in.
 extension ClusterEngine {
-    /// Bytes a chunked put reads per batch.
-    static let chunkingBatchSize = 1 << 20
+    /// Bytes a chunked put reads per batch: the chunks of a batch are freshened in one statement,
+    /// so this sets the put's round trips (one per 4 MiB, about two per default pack) against
+    /// its memory (one batch).
+    static let chunkingBatchSize = 4 << 20
     /// Finished manifest nodes a put holds before it writes them even if its pack is not full.
     static let pendingNodeLimit = 256
 
@@ -145,22 +147,25 @@ extension ClusterEngine {
         return digest
     }
 
-    /// The chunks `ranges` of `batch`: those the store holds are freshened, the others go into the
-    /// pending pack; each joins the manifest tree.
+    /// The chunks `ranges` of `batch`: those the store holds are freshened (all of the batch in one
+    /// statement), the others go into the pending pack, flushed as soon as it is full (a pack
+    /// overshoots its target by one chunk, not by a batch); each joins the manifest tree.
     private func store(_ ranges: [Range<Int>], of batch: [UInt8], into upload: inout ChunkedUpload) throws {
         guard !ranges.isEmpty else { return }
         let digests = batch.withUnsafeBytes { raw in ranges.map { Digest.sha256(UnsafeRawBufferPointer(rebasing: raw[$0])) } }
         let held = try freshen(digests)
+        upload.settledDigests = []
         for (range, digest) in zip(ranges, digests) {
-            if !held.contains(digest) && !upload.pack.holds(digest) && !upload.inFlightDigests.contains(digest) {
+            if !held.contains(digest) && !upload.pack.holds(digest) && !upload.inFlightDigests.contains(digest)
+                && !upload.settledDigests.contains(digest) {
                 let (codec, stored) = batch.withUnsafeBytes { encode(UnsafeRawBufferPointer(rebasing: $0[range])) }
                 upload.pack.append(digest, logicalSize: range.count, codec: codec, stored: stored)
             }
             let nodes = upload.manifest.append(chunk: ManifestNode.Entry(digest: digest, length: UInt64(range.count)))
             upload.nodes += nodes.map { NodeRow(digest: $0.digest, encoded: $0.encoded, node: $0.node, contentSize: nil) }
-        }
-        if upload.pack.byteCount >= cluster.packSizeTarget || upload.nodes.count >= Self.pendingNodeLimit {
-            try flush(&upload)
+            if upload.pack.byteCount >= cluster.packSizeTarget || upload.nodes.count >= Self.pendingNodeLimit {
+                try flush(&upload)
+            }
         }
     }
 
@@ -183,6 +188,7 @@ extension ClusterEngine {
     private func flush(_ upload: inout ChunkedUpload) throws {
         try upload.inFlight?.wait()
         upload.inFlight = nil
+        upload.settledDigests.formUnion(upload.inFlightDigests)
         upload.inFlightDigests = []
         try checkOpen()
         let nodes = upload.nodes
@@ -248,4 +254,7 @@ private struct ChunkedUpload {
     /// The flush uploading the previous pack, and the chunks in it (not to be packed again).
     var inFlight: PendingResult<Void>?
     var inFlightDigests = Set<Digest>()
+    /// Chunks registered by this put since the current batch was freshened (a pack flushed in the
+    /// middle of the batch): they have rows now, which the batch's freshening did not see.
+    var settledDigests = Set<Digest>()
 }

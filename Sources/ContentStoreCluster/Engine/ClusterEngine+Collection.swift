@@ -35,7 +35,7 @@ extension ClusterEngine {
     private func collect(grace: Duration, dryRun: Bool, on connection: BoundedConnection) async throws -> GarbageCollectionReport {
         let lock = ClusterSchema.AdvisoryLock.collector.rawValue
         var acquired = false
-        for try await value in try await connection.query("SELECT pg_try_advisory_lock(\(lock))", logger: logger).decode(Bool.self) {
+        for value in try await connection.query("SELECT pg_try_advisory_lock(\(lock))", logger: logger).decode(Bool.self) {
             acquired = value
         }
         guard acquired else {
@@ -60,7 +60,7 @@ extension ClusterEngine {
             WHERE l.locktype = 'advisory' AND l.granted AND l.classid::bigint = \(lock >> 32) AND l.objid::bigint = \(lock & 0xFFFF_FFFF) \
             AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
             """, logger: logger)
-        for try await (name, address) in rows.decode((String?, String?).self) {
+        for (name, address) in try rows.decode((String?, String?).self) {
             return "held by \(name ?? "an unnamed session")" + (address.map { " from \($0)" } ?? "")
         }
         return "its holder just finished"
@@ -70,7 +70,7 @@ extension ClusterEngine {
         var report = GarbageCollectionReport(dryRun: dryRun)
         let graceSeconds = Double(grace.components.seconds) + Double(grace.components.attoseconds) / 1e18
         var horizon = Date.distantPast
-        for try await value in try await connection.query("""
+        for value in try await connection.query("""
             SELECT least(now() - make_interval(secs => \(graceSeconds)), \
             (SELECT min(horizon) FROM contentstore.leases WHERE expires_at > now()))
             """, logger: logger).decode(Date.self) {
@@ -81,7 +81,7 @@ extension ClusterEngine {
                 SELECT count(*), coalesce(sum(stored_size), 0)::bigint, coalesce(sum(logical_size), 0)::bigint FROM contentstore.blobs \
                 WHERE ref_count = 0 AND zero_since < \(horizon) AND freshened_at < \(horizon)
                 """, logger: logger)
-            for try await (count, stored, logical) in rows.decode((Int64, Int64, Int64).self) {
+            for (count, stored, logical) in try rows.decode((Int64, Int64, Int64).self) {
                 report.blobsRemoved = Int(count)
                 report.bytesFreed = UInt64(stored)
                 report.logicalBytesFreed = UInt64(logical)
@@ -105,7 +105,7 @@ extension ClusterEngine {
                 SELECT stored_size, logical_size FROM gone
                 """, logger: logger)
             var removed = 0
-            for try await (stored, logical) in rows.decode((Int64, Int64).self) {
+            for (stored, logical) in try rows.decode((Int64, Int64).self) {
                 removed += 1
                 report.bytesFreed += UInt64(stored)
                 report.logicalBytesFreed += UInt64(logical)
@@ -137,11 +137,11 @@ extension ClusterEngine {
                 SELECT id, object_key, size FROM contentstore.packs \
                 WHERE (state = 2 AND condemned_at < \(horizon)) OR (state = 0 AND created_at < \(horizon)) ORDER BY id LIMIT 100
                 """, logger: logger)
-            for try await row in rows.decode((Int64, String, Int64).self) { batch.append(row) }
+            for row in try rows.decode((Int64, String, Int64).self) { batch.append(row) }
             if batch.isEmpty { return }
             for (id, key, size) in batch {
                 var claimed = false
-                for try await _ in try await connection.query("""
+                for _ in try await connection.query("""
                     DELETE FROM contentstore.packs WHERE id = \(id) \
                     AND ((state = 2 AND condemned_at < \(horizon)) OR (state = 0 AND created_at < \(horizon))) RETURNING 1
                     """, logger: logger).decode(Int32.self) { claimed = true }
@@ -165,7 +165,7 @@ extension ClusterEngine {
             var known = Set<String>()
             let rows = try await connection.query(
                 "SELECT object_key FROM contentstore.packs WHERE object_key = ANY(\(old.map(\.key)))", logger: logger)
-            for try await key in rows.decode(String.self) { known.insert(key) }
+            for key in try rows.decode(String.self) { known.insert(key) }
             for object in old where !known.contains(object.key) {
                 try await objects.delete(object.key)
                 report.packsDeleted += 1

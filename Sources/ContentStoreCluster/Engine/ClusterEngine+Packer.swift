@@ -20,7 +20,7 @@ extension ClusterEngine {
         let target = Int64(cluster.packSizeTarget)
         for _ in 0 ..< Self.packsPerCollection {
             var inlineBytes: Int64 = 0
-            for try await value in try await connection.query(
+            for value in try await connection.query(
                 "SELECT coalesce(sum(stored_size), 0)::bigint FROM contentstore.blobs WHERE inline_data IS NOT NULL", logger: logger
             ).decode(Int64.self) { inlineBytes = value }
             guard inlineBytes >= target else { return }
@@ -31,7 +31,7 @@ extension ClusterEngine {
                 sum(stored_size + \(entry)) OVER (ORDER BY freshened_at, digest) AS running FROM contentstore.blobs WHERE inline_data IS NOT NULL) t \
                 WHERE running - stored_size - \(entry) < \(target) ORDER BY freshened_at, digest
                 """, logger: logger)
-            for try await (digestBytes, logical, codecValue, inline) in rows.decode((ByteBuffer, Int64, Int16, ByteBuffer).self) {
+            for (digestBytes, logical, codecValue, inline) in try rows.decode((ByteBuffer, Int64, Int16, ByteBuffer).self) {
                 let digest = try Digest(buffer: digestBytes, what: "contentstore.blobs")
                 guard let codec = ClusterPackFormat.Codec(rawValue: UInt8(clamping: codecValue)) else {
                     throw StoreError(code: .corrupted, message: "blob \(digest) has unknown codec \(codecValue) in contentstore.blobs")

@@ -138,10 +138,11 @@ final class ClusterEngine: StoreEngine {
         return try ClusterExecutor.wait(body)
     }
 
-    /// `body` on a pooled connection (``ClusterDatabase/run(_:_:)``), waited for.
+    /// `body` on a pooled connection, waited for on this thread (``ClusterDatabase/runWaiting(_:_:)``:
+    /// one task, this thread's wait the deadline).
     func query<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) throws -> T {
-        let database = database
-        return try wait { try await database.run(operation, body) }
+        try checkOpen()
+        return try database.runWaiting(operation, body)
     }
 
     func checkpoint() throws {

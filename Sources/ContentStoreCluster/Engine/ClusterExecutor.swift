@@ -62,4 +62,14 @@ final class PendingResult<T: Sendable>: Sendable {
         done.signal()
         return try result.withLock { $0! }.get()
     }
+
+    /// The result, or nil when `timeout` passes first (the work goes on; a later wait may get it).
+    func wait(timeout: Duration) throws -> T? {
+        let (seconds, attoseconds) = timeout.components
+        // Clamped to a century: a longer timeout is no timeout, and the product must not overflow.
+        let nanoseconds = min(max(0, seconds), 3_155_760_000) * 1_000_000_000 + max(0, attoseconds) / 1_000_000_000
+        guard done.wait(timeout: .now() + .nanoseconds(Int(clamping: nanoseconds))) == .success else { return nil }
+        done.signal()
+        return try result.withLock { $0! }.get()
+    }
 }
