@@ -13,6 +13,8 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         // The cluster comparison's plain-PostgreSQL peer (already in the graph through ContentStoreCluster).
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // commitrounds counts WAL syncs through the store's metrics factory (already in the graph through ContentStore).
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         // zstd for the peers (ContentStore's own C modules are internal to the engine).
@@ -73,7 +75,8 @@ let package = Package(
         // Durable commits from many writers, blocking threads against awaiting tasks, round by round.
         .executableTarget(
             name: "commitrounds",
-            dependencies: ["BenchSupport", .product(name: "ContentStore", package: "ContentStore")]
+            dependencies: ["BenchSupport", .product(name: "ContentStore", package: "ContentStore"),
+                           .product(name: "CoreMetrics", package: "swift-metrics")]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -2,8 +2,8 @@
 // process, so that on a shared machine the ratios of a round compare like with like (issue 15's async
 // gap, issue 19's 16-writer commits). Each round runs, in alternating order, N plain threads calling the
 // blocking `write` and N tasks awaiting the async `write`, each on a fresh store, and prints commits/s,
-// CPU µs and voluntary context switches per commit, the cores the process used meanwhile, and the
-// async/blocking ratio.
+// CPU µs and voluntary context switches per commit, the commits each WAL sync covered, the cores the
+// process used meanwhile, and the async/blocking ratio.
 //
 //   swift build -c release --product commitrounds && .build/release/commitrounds [--rounds 6]
 //       [--seconds 2] [--writers 16] [--directory /var/tmp] [--only blocking|async]
@@ -44,9 +44,11 @@ struct Run {
     var seconds: Double
     var cpuSeconds: Double
     var voluntarySwitches: Int
+    var walSyncs: Int64
     var rate: Double { Double(commits) / seconds }
     var cpuMicrosecondsPerCommit: Double { cpuSeconds * 1e6 / Double(commits) }
     var switchesPerCommit: Double { Double(voluntarySwitches) / Double(commits) }
+    var commitsPerSync: Double { Double(commits) / Double(max(1, walSyncs)) }
 }
 
 private func voluntarySwitches() -> Int {
@@ -62,14 +64,18 @@ private func measure(_ options: Options, _ label: String, _ body: (Store, UInt64
     let directory = URL(fileURLWithPath: options.directory).appendingPathComponent("commitrounds-\(getpid())-\(label)")
     try? FileManager.default.removeItem(at: directory)
     defer { try? FileManager.default.removeItem(at: directory) }
-    let store = try Store(at: directory)
+    let syncCounter = WALSyncCounter()
+    var configuration = Store.Configuration()
+    configuration.metricsFactory = syncCounter
+    let store = try Store(at: directory, configuration: configuration)
     defer { try? store.close() }
     let start = monotonicNanoseconds()
     let cpu = cpuSeconds()
     let switches = voluntarySwitches()
+    let syncs = syncCounter.syncs
     let commits = try await body(store, start + UInt64(options.seconds * 1e9))
     return Run(commits: commits, seconds: Double(monotonicNanoseconds() - start) / 1e9,
-               cpuSeconds: cpuSeconds() - cpu, voluntarySwitches: voluntarySwitches() - switches)
+               cpuSeconds: cpuSeconds() - cpu, voluntarySwitches: voluntarySwitches() - switches, walSyncs: syncCounter.syncs - syncs)
 }
 
 private func blocking(_ options: Options) async throws -> Run {
@@ -107,8 +113,8 @@ private func awaiting(_ options: Options) async throws -> Run {
 }
 
 private func line(_ name: String, _ run: Run) -> String {
-    String(format: "%-9@ %9.0f commits/s  %6.1f µs CPU/commit  %5.2f voluntary switches/commit  %4.2f cores",
-           name, run.rate, run.cpuMicrosecondsPerCommit, run.switchesPerCommit, run.cpuSeconds / run.seconds)
+    String(format: "%-9@ %9.0f commits/s  %6.1f µs CPU/commit  %5.2f voluntary switches/commit  %5.1f commits/WAL sync  %4.2f cores",
+           name, run.rate, run.cpuMicrosecondsPerCommit, run.switchesPerCommit, run.commitsPerSync, run.cpuSeconds / run.seconds)
 }
 
 let options = Options(CommandLine.arguments)

@@ -117,6 +117,65 @@ extension Reliability {
             }
             try store.close()
         }
+
+        /// 16 writers commit while one sync of the log fails: every commit of the failing batch and
+        /// after it fails (whichever committer led it, gathering or not), after a power cut the store
+        /// holds exactly the acknowledged commits, and after a process crash at least those and
+        /// nothing never attempted.
+        @Test(arguments: [3, 17, 40])
+        func sixteenWritersAndAFailedSyncKeepExactlyTheAcknowledged(failingSync: Int) throws {
+            let dir = ScratchDirectory()
+            let disk = dir.url.appendingPathComponent("disk")
+            try FileManager.default.createDirectory(at: disk, withIntermediateDirectories: true)
+            let io = PowerCutFileIO(root: disk, fault: PowerCutFileIO.Fault(index: failingSync, errno: EIO, calls: [.sync], path: "/wal/0000000000000001.log"))
+            var seams = Store.Seams()
+            seams.fileIO = io
+            let store = try Store(at: disk.appendingPathComponent("store"), configuration: Store.Configuration(), seams: seams)
+            let acknowledged = Mutex<[String: Record]>([:])
+            let attempted = Mutex<[String: Record]>([:])
+            let lateSuccesses = Mutex<[String]>([])
+            let group = DispatchGroup()
+            for writer in 0 ..< 16 {
+                group.enter()
+                Thread {
+                    defer { group.leave() }
+                    var failed = false
+                    for commit in 0 ..< 30 {
+                        let key = "w\(writer)/\(commit)"
+                        let record = Record(value: Data(key.utf8))
+                        attempted.withLock { $0[key] = record }
+                        do {
+                            try store.write { try $0.setRecord(record, forKey: key) }
+                            if failed { lateSuccesses.withLock { $0.append(key) } }
+                            acknowledged.withLock { $0[key] = record }
+                        } catch {
+                            failed = true
+                        }
+                    }
+                }.start()
+            }
+            group.wait()
+            #expect(io.faultInjected)
+            #expect(!acknowledged.withLock { $0.isEmpty }, "the sync failed before any commit was acknowledged: nothing was tested")
+            #expect(lateSuccesses.withLock { $0 } == [], "a commit succeeded after one of the same writer failed: the log must stay failed")
+            _ = try? store.close()
+
+            var random = SeededRandom(seed: UInt64(failingSync))
+            let cut = dir.url.appendingPathComponent("cut")
+            try io.writeImage(to: cut, mode: .durableOnly, random: &random)
+            let afterCut = try Store(at: cut.appendingPathComponent("store"))
+            #expect(try allRecords(afterCut) == acknowledged.withLock { $0 })
+            try afterCut.close()
+
+            let crash = dir.url.appendingPathComponent("crash")
+            try io.writeImage(to: crash, mode: .everything, random: &random)
+            let afterCrash = try Store(at: crash.appendingPathComponent("store"))
+            let survived = try allRecords(afterCrash)
+            let attemptedRecords = attempted.withLock { $0 }
+            for (key, record) in acknowledged.withLock({ $0 }) { #expect(survived[key] == record, "\(key) acknowledged, lost") }
+            for (key, record) in survived { #expect(attemptedRecords[key] == record, "\(key) never attempted") }
+            try afterCrash.close()
+        }
     }
 }
 
