@@ -463,6 +463,18 @@ enum JSONText {
     static func string(_ string: String) -> [UInt8] {
         var out: [UInt8] = [UInt8(ascii: "\"")]
         out.reserveCapacity(string.utf8.count + 2)
+        // Most strings need no escape: their bytes are then copied at once, not appended one by one.
+        let copied = string.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            guard !bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
+            out.append(contentsOf: bytes)
+            return true
+        } ?? false
+        if !copied { appendEscaped(string, to: &out) }
+        out.append(UInt8(ascii: "\""))
+        return out
+    }
+
+    private static func appendEscaped(_ string: String, to out: inout [UInt8]) {
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
@@ -480,8 +492,6 @@ enum JSONText {
             default: out.append(byte)
             }
         }
-        out.append(UInt8(ascii: "\""))
-        return out
     }
 
     static func number<T: BinaryFloatingPoint & LosslessStringConvertible>(_ value: T, codingPath: [any CodingKey]) throws -> [UInt8] {
