@@ -58,7 +58,10 @@ public struct PersistTransaction {
     ///   `EncodingError` of a body JSON cannot hold (a NaN, say).
     public mutating func save<E: Entity>(_ entity: E) throws {
         try Names.validate(E.entityName)
-        let existing = try entityRecord(entity.id)
+        let key = layout.entity(entity.id)
+        // Read once: the same record is the undo step's "before" side (`set(_:forKey:current:)`).
+        let stored = try transaction.record(forKey: key)
+        let existing = try stored.map { try EntityRecord($0, key: key) }
         if let existing, existing.entityName != E.entityName {
             throw PersistError.typeMismatch(entity.id, expected: E.entityName, found: existing.entityName)
         }
@@ -69,7 +72,7 @@ public struct PersistTransaction {
             try store.put(body, knownDigest: digest)  // hashed once: the digest above
             savedBodies[digest] = body
         }
-        try set(EntityRecord(entityName: E.entityName, body: digest).record, forKey: layout.entity(entity.id))
+        try set(EntityRecord(entityName: E.entityName, body: digest).record, forKey: key, current: stored)
         if existing == nil { try set(Record(), forKey: layout.typeIndex(E.entityName, entity.id)) }
     }
 
@@ -162,8 +165,14 @@ public struct PersistTransaction {
 
     /// Sets (or, with nil, removes) a record, noting what the key held before this write.
     private mutating func set(_ record: Record?, forKey key: String) throws {
+        try set(record, forKey: key, current: transaction.record(forKey: key))
+    }
+
+    /// ``set(_:forKey:)`` when the caller has just read the key's record, `current`: a lookup in a
+    /// large store's record tree is a walk of cold nodes, not worth doing twice.
+    private mutating func set(_ record: Record?, forKey key: String, current: Record?) throws {
         if originals[key] == nil {
-            originals[key] = .some(try transaction.record(forKey: key))
+            originals[key] = .some(current)
             var end = key.index(after: layout.prefix.endIndex)
             while let slash = key[end...].firstIndex(of: "/") {
                 end = key.index(after: slash)

@@ -112,4 +112,41 @@ import Testing
         #expect(newItems[10] === oldItems[10])
         #expect(newItems[90] !== oldItems[90])
     }
+
+    /// The ends found by comparing whole runs of elements first are the ones an element-by-element
+    /// comparison finds, wherever the change is (inside a run, at its edges, at the array's ends).
+    @Test(arguments: [0, 1, 31, 32, 33, 63, 64, 100, 198, 199])
+    func unchangedEndsAreTheElementByElementOnes(changed: Int) {
+        struct Element { var number: Int; var text: String; var flag: Bool }  // with tail padding
+        let old = (0 ..< 200).map { Element(number: $0, text: "element \($0)", flag: false) }
+        func reference(_ old: [Element], _ new: [Element]) -> (Int, Int) {
+            let limit = min(old.count, new.count)
+            func same(_ a: Element, _ b: Element) -> Bool { a.number == b.number && a.text == b.text && a.flag == b.flag }
+            var prefix = 0
+            while prefix < limit, same(old[prefix], new[prefix]) { prefix += 1 }
+            var suffix = 0
+            while prefix + suffix < limit, same(old[old.count - 1 - suffix], new[new.count - 1 - suffix]) { suffix += 1 }
+            return (prefix, suffix)
+        }
+        var edited = old
+        edited[changed].flag = true
+        var inserted = old
+        inserted.insert(Element(number: -1, text: "new", flag: true), at: changed)
+        var removed = old
+        removed.remove(at: changed)
+        for new in [old, edited, inserted, removed] {
+            let found = Bitwise.unchangedEnds(of: old, and: new)
+            #expect(found.prefix == reference(old, new).0 && found.suffix == reference(old, new).1)
+        }
+    }
+
+    /// Strings are JSON as `JSONDecoder` reads them back: escaped where they must be, copied
+    /// whole where nothing needs an escape.
+    @Test(arguments: ["", "plain text", "a \"quoted\" word", "back\\slash", "line\nbreak\ttab\r\u{8}\u{C}", "\u{1}\u{1F}", "slash / é 🎉"])
+    func stringsAreJSON(text: String) throws {
+        let json = JSONText.string(text)
+        #expect(try JSONDecoder().decode(String.self, from: Data(json)) == text)
+        let needsEscape = text.utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        #expect(needsEscape == (json.count != text.utf8.count + 2))
+    }
 }

@@ -14,11 +14,17 @@ protocol RecordSource {
 /// reference date (exact), so equal values have equal bytes and are stored once.
 enum BodyCoding {
     static func encode<E: Entity>(_ entity: E) throws -> Data {
+        try encoder.encode(entity)
+    }
+
+    /// One encoder for every save: its options are fixed, and `encode` keeps no state between
+    /// calls (it is `Sendable`), so a write need not build and configure one.
+    private static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .deferredToDate
-        return try encoder.encode(entity)
-    }
+        return encoder
+    }()
 
     static func decode<E: Entity>(_ type: E.Type, from data: Data, id: UUID) throws -> E {
         do {

@@ -1,5 +1,6 @@
 import ContentStore
 import Foundation
+import Synchronization
 
 // One value of a state in its canonical JSON form, split into parts that are stored as blobs of
 // their own. Invariant owned here: a node's `fragment`, expanded (``PartFormat/expand``), is exactly
@@ -86,8 +87,9 @@ struct Part: Sendable {
 
 /// A node of the canonical JSON tree (see the top of this file).
 ///
-/// `@unchecked Sendable`: every stored property is a `let` set in `init`; `source` holds a value
-/// of the `Sendable` root state (or a part of one), kept only to be compared with `==`.
+/// `@unchecked Sendable`: every stored property is a `let` set in `init` (the fingerprint's cache
+/// is atomic); `source` holds a value of the `Sendable` root state (or a part of one), kept only to
+/// be compared with `==`.
 final class StateNode: @unchecked Sendable {
     enum Kind {
         case scalar
@@ -132,8 +134,20 @@ final class StateNode: @unchecked Sendable {
     let memberBytes: Int
     /// Every part the fragment's expansion needs, this subtree's own and its descendants'.
     let parts: [Digest]
-    /// A hash of the fragment, for chunk boundaries.
-    let fingerprint: UInt64
+    /// A hash of the fragment, for chunk boundaries: computed when a cut first asks for it, then
+    /// kept. Most large fragments are never asked (a state's root, the node of a large array
+    /// that is a member of a small object), and hashing them byte by byte on every update was
+    /// a cost that grew with the state (Docs/statelens.md, "Speed").
+    var fingerprint: UInt64 {
+        if fingerprintKnown.load(ordering: .acquiring) { return fingerprintValue.load(ordering: .relaxed) }
+        let value = StateNode.fnv(fragment[...])
+        // Two threads may both compute it: they store the same value.
+        fingerprintValue.store(value, ordering: .relaxed)
+        fingerprintKnown.store(true, ordering: .releasing)
+        return value
+    }
+    private let fingerprintValue = Atomic<UInt64>(0)
+    private let fingerprintKnown = Atomic<Bool>(false)
 
     private init(kind: Kind, source: Any?, fragment: [UInt8], ownPart: Part? = nil, chunks: [Chunk] = [], memberBytes: Int = 0, parts: [Digest]) {
         self.kind = kind
@@ -148,7 +162,6 @@ final class StateNode: @unchecked Sendable {
         }
         self.memberBytes = memberBytes
         self.parts = parts
-        self.fingerprint = StateNode.fnv(fragment[...])
     }
 
     /// A string, number, boolean or null, as its JSON text.
@@ -165,7 +178,7 @@ final class StateNode: @unchecked Sendable {
     /// An object; `members` need not be sorted. `previous` is the node this one replaces, whose
     /// chunks are reused where they hold the same members.
     static func object(_ members: [(key: String, node: StateNode)], source: Any?, previous: StateNode?) -> StateNode {
-        let sorted = members.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+        let sorted = sortedByKey(members)
         let texts = sorted.map { member -> [UInt8] in
             var text = JSONText.string(member.key)
             text.append(UInt8(ascii: ":"))
@@ -191,6 +204,24 @@ final class StateNode: @unchecked Sendable {
             (children[index], texts[index], StateNode.fnv(Array(keys[index].utf8)[...]) ^ children[index].fingerprint)
         }
         return chunkedContainer(kind: kind, brackets: "{}", chunks: chunks, memberBytes: memberBytes, source: source)
+    }
+
+    /// `members` in key order (UTF-8 bytes). A struct's few members go through an insertion sort:
+    /// the general sort's setup costs more than the sort itself for the handful of keys most
+    /// objects have, and an update encodes one object per level of the path it changed.
+    private static func sortedByKey(_ members: [(key: String, node: StateNode)]) -> [(key: String, node: StateNode)] {
+        func precedes(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
+        guard members.count <= 16 else { return members.sorted { precedes($0.key, $1.key) } }
+        var sorted = members
+        for index in sorted.indices.dropFirst() {
+            var place = index
+            while place > 0, precedes(members[index].key, sorted[place - 1].key) {
+                sorted[place] = sorted[place - 1]
+                place -= 1
+            }
+            sorted[place] = members[index]
+        }
+        return sorted
     }
 
     /// An array, in order. `previous`'s chunks are reused where they hold the same element nodes
@@ -432,6 +463,18 @@ enum JSONText {
     static func string(_ string: String) -> [UInt8] {
         var out: [UInt8] = [UInt8(ascii: "\"")]
         out.reserveCapacity(string.utf8.count + 2)
+        // Most strings need no escape: their bytes are then copied at once, not appended one by one.
+        let copied = string.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            guard !bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
+            out.append(contentsOf: bytes)
+            return true
+        } ?? false
+        if !copied { appendEscaped(string, to: &out) }
+        out.append(UInt8(ascii: "\""))
+        return out
+    }
+
+    private static func appendEscaped(_ string: String, to out: inout [UInt8]) {
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
@@ -449,8 +492,6 @@ enum JSONText {
             default: out.append(byte)
             }
         }
-        out.append(UInt8(ascii: "\""))
-        return out
     }
 
     static func number<T: BinaryFloatingPoint & LosslessStringConvertible>(_ value: T, codingPath: [any CodingKey]) throws -> [UInt8] {

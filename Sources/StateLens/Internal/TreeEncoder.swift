@@ -85,6 +85,7 @@ enum Bitwise {
     static func unchangedEnds<Element>(of old: [Element], and new: [Element]) -> (prefix: Int, suffix: Int) {
         let size = MemoryLayout<Element>.size
         let stride = MemoryLayout<Element>.stride
+        let run = 32
         guard size > 0 else { return (0, 0) }
         return old.withUnsafeBytes { old in
             new.withUnsafeBytes { new in
@@ -94,9 +95,17 @@ enum Bitwise {
                 func same(_ oldIndex: Int, _ newIndex: Int) -> Bool {
                     memcmp(old.baseAddress! + oldIndex * stride, new.baseAddress! + newIndex * stride, size) == 0
                 }
+                // Whole runs of elements are compared with one memcmp first; a run that differs
+                // (in an element, or only in padding between elements) is then compared element by
+                // element, so padding can cost speed but never a wrong answer.
+                func sameRun(_ oldIndex: Int, _ newIndex: Int) -> Bool {
+                    memcmp(old.baseAddress! + oldIndex * stride, new.baseAddress! + newIndex * stride, run * stride) == 0
+                }
                 var prefix = 0
+                while prefix + run <= limit, sameRun(prefix, prefix) { prefix += run }
                 while prefix < limit, same(prefix, prefix) { prefix += 1 }
                 var suffix = 0
+                while prefix + suffix + run <= limit, sameRun(oldCount - suffix - run, newCount - suffix - run) { suffix += run }
                 while prefix + suffix < limit, same(oldCount - 1 - suffix, newCount - 1 - suffix) { suffix += 1 }
                 return (prefix, suffix)
             }
