@@ -8,8 +8,8 @@ import Synchronization
 ///
 /// Owns "a body saw a consistent state": a `write` body reads the latest committed rows one by one
 /// through a ``ReadTracker`` that notes the version of everything it saw; the commit (``CommitQueue``)
-/// applies the body's writes only if every one of those reads still holds inside the serializable
-/// commit transaction, and otherwise runs the body again. A snapshot is one REPEATABLE READ
+/// applies the body's writes only if every one of those reads still holds inside the commit
+/// transaction (over rows it locked, or its serializable snapshot), and otherwise runs the body again. A snapshot is one REPEATABLE READ
 /// transaction held on a connection of its own, with a lease pinning what it may read.
 extension ClusterEngine {
     func record(forKey key: String) throws -> Record? {

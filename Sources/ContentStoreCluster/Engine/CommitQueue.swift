@@ -9,12 +9,13 @@ import Synchronization
 ///
 /// Owns three invariants:
 /// - Group commit: writers that arrive while a group is in flight queue and form the next group,
-///   committed by one of them (the leader) in one SERIALIZABLE transaction: one WAL flush for all.
+///   committed by one of them (the leader) in one transaction: one WAL flush for all (READ
+///   COMMITTED with the rows locked when every member read only keys it writes, else SERIALIZABLE).
 ///   A new leader first waits, at most ``gatherTimeout``, for as many writers as the last group
 ///   held. Leadership passes to the first waiter when a group ends, so no writer serves others forever.
 /// - No lost update: a member commits only if every read its body made still holds in that
 ///   transaction and it read nothing an earlier member of the group wrote; otherwise it conflicts
-///   and its body runs again. SERIALIZABLE catches what validation cannot (write skew across
+///   and its body runs again. Row locks, or SERIALIZABLE, catch what validation cannot (write skew across
 ///   instances: 40001), and the whole group is then retried, a bounded number of times
 ///   (``ClusterEngine/commitAttemptLimit``).
 /// - Exactly once: a commit whose outcome was lost is resolved through its token before the writer
