@@ -71,6 +71,32 @@ import Testing
         try store.close()
     }
 
+    /// A frame that saves too little per hit (about half the blob, as 4 KiB of text gives) is not
+    /// worth its room: once full, such a blob is still kept decoded, and a hit does not decode.
+    @Test func aFullCacheKeepsABlobDecodedWhenItsFrameIsNotSmallEnough() throws {
+        let dir = TemporaryDirectory()
+        var configuration = Store.Configuration.testing()
+        configuration.readCacheSize = 64 << 10
+        let store = try Store(at: dir.store, configuration: configuration)
+        var random = SeededRandom(seed: 7)
+        // Sixteen symbols, uniformly: four bits a byte, no repeats to match, so the frame is about half.
+        let blob = Data(random.bytes(4096).map { 0x61 + $0 % 16 })
+        let digest = try store.put(blob)
+        let entry = try #require(store.core.withLock { $0.state.blobs[digest] })
+        #expect(entry.isCompressed)
+        #expect(Double(entry.storedLength) > Double(blob.count) * BlobCache.compressedFormMaximumShare)
+        for _ in 0 ..< 16 { _ = try store.get(try store.put(random.bytes(4096))) }
+        #expect(store.cache.bytes == 64 << 10)
+
+        #expect(try store.get(digest) == blob)
+        #expect(store.cache.bytes == 64 << 10, "full: the blob took a decoded blob's room, not a frame's")
+        // A decoded hit does not touch the pack: damage after the read is not seen.
+        try flipBitInPlace(store.packs.path(of: entry.location.pack),
+                           at: entry.location.offset + UInt64(PackFormat.entryHeaderSize) + UInt64(entry.storedLength / 2))
+        #expect(try store.get(digest) == blob)
+        try store.close()
+    }
+
     @Test func theCacheStaysWithinItsSizeAndSkipsLargeBlobs() throws {
         let dir = TemporaryDirectory()
         var configuration = Store.Configuration.testing()

@@ -92,7 +92,8 @@ extension LocalEngine {
         try ScratchBuffer.with(count: PackFormat.entryHeaderSize + max(0, bytes.count - 1)) { output in
             let room = PackFormat.entryHeaderSize
             let length = compresses ?? worthCompressing(bytes)
-                ? Zstd.compress(bytes, into: UnsafeMutableRawBufferPointer(rebasing: output[room...]), level: configuration.compressionLevel)
+                ? Zstd.compress(bytes, into: UnsafeMutableRawBufferPointer(rebasing: output[room...]), level: configuration.compressionLevel,
+                                minimumMatch: Self.minimumMatch(forBlobOf: bytes.count))
                 : nil
             let frame = length.map { PackEntry.Payload.framed(UnsafeMutableRawBufferPointer(rebasing: output[..<(room + $0)])) }
             let entry = NewEntry(digest: digest, bytes: bytes, compressed: frame, framed: framed, manifest: manifest)

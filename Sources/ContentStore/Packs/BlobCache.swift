@@ -7,11 +7,11 @@ import Synchronization
 /// again since the hand last passed stays.
 ///
 /// While blobs fit, they are kept decoded, and a hit costs no more than the lookup. Once the cache is
-/// full, a blob whose pack entry is compressed well (its zstd frame at most
+/// full, a blob whose pack entry is compressed very well (its zstd frame at most
 /// ``compressedFormMaximumShare`` of the blob) is kept as that frame, and a hit decompresses it:
-/// for the text-like small blobs most stores hold, two to three times as many fit in the same
-/// bytes, and a hit still skips the `pread` and the re-hash (Docs/benchmarks/analysis.md §4). So a
-/// working set that fits gets the cheapest hits, and one that does not gets the most of them.
+/// more of them fit in the same bytes, and a hit still skips the `pread` and the re-hash
+/// (Docs/benchmarks/analysis.md §4, §21). A blob that compresses less is kept decoded: its frame
+/// would save too little per hit to pay for the room.
 ///
 /// It holds only bytes that passed verification as they were read from their pack (with
 /// ``Store/Configuration/verifiesReads``, their re-hash), and serves them without hashing them
@@ -39,9 +39,13 @@ package final class BlobCache: Sendable {
 
     /// Bytes of blobs held at most (a blob kept as its frame counts the frame's bytes).
     let capacity: Int
-    /// A blob whose frame is larger than this share of it is kept decoded: the memory saved would
-    /// not pay for decompressing it on every hit.
-    static let compressedFormMaximumShare = 0.75
+    /// A blob whose frame is larger than this share of it is kept decoded. Per byte of cache, a
+    /// decoded blob saves a whole miss (read, decode, re-hash) on each hit, a frame only the read and
+    /// the re-hash: decoding is most of a small blob's miss (about 5 of 10 µs for 4 KiB of text,
+    /// against 1 µs for a decoded hit), so a frame holds more blobs but saves less per hit, and pays
+    /// only below (10 − 6) / (10 − 1) ≈ 0.4 of the blob (Docs/benchmarks/analysis.md §21). At 0.75
+    /// the read set 3× the cache held half-size frames that each hit still decoded.
+    static let compressedFormMaximumShare = 0.4
     /// Larger blobs are not cached: one would push out many small ones, and re-reading a large blob
     /// costs little more per byte than copying it.
     var largestCachedBlob: Int { capacity / 16 }

@@ -28,7 +28,12 @@ package enum Zstd {
     /// would not fit (a `destination` one byte shorter than `source` keeps only frames that are smaller).
     /// A source longer than ``parallelJobSize`` is compressed by zstd's workers when no other
     /// compression holds them (``parallelCompressor``), still into one ordinary frame.
-    static func compress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, level: Int) -> Int? {
+    ///
+    /// `minimumMatch`, when given, overrides the level's shortest match (zstd's `minMatch`, 3...7):
+    /// fewer, longer matches make a frame that decodes faster for a few more bytes. The frame is
+    /// an ordinary one either way; readers cannot tell.
+    static func compress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, level: Int,
+                         minimumMatch: Int? = nil) -> Int? {
         guard source.count > 0, destination.count > 0 else { return nil }
         if source.count > parallelJobSize, let parallel = parallelCompressor.withLock({ $0.take() }) {
             defer { parallelCompressor.withLock { $0 = parallel } }
@@ -36,8 +41,15 @@ package enum Zstd {
         }
         let context = compressors.withLock { $0.popLast() } ?? Context(pointer: ZSTD_createCCtx()!)
         defer { compressors.withLock { $0.append(context) } }
-        let written = ZSTD_compressCCtx(context.pointer, destination.baseAddress, destination.count, source.baseAddress, source.count, Int32(level))
-        return ZSTD_isError(written) != 0 ? nil : written
+        guard let minimumMatch else {
+            // The one-shot call takes its parameters from `level` alone, never the context's sticky ones.
+            let written = ZSTD_compressCCtx(context.pointer, destination.baseAddress, destination.count, source.baseAddress, source.count, Int32(level))
+            return ZSTD_isError(written) != 0 ? nil : written
+        }
+        // Sticky parameters: a pooled context is handed on clean.
+        defer { ZSTD_CCtx_reset(context.pointer, ZSTD_reset_session_and_parameters) }
+        guard ZSTD_isError(ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_minMatch, Int32(minimumMatch))) == 0 else { return nil }
+        return compress(source, into: destination, level: level, context: context)
     }
 
     /// Inputs longer than this are cut into jobs of this size that zstd's workers compress at once:
