@@ -38,7 +38,7 @@ static inline void cs_cpu_relax(void) {
 #endif
 }
 
-/// Memory for one large, long-lived table: zeroed, aligned to 2 MiB and, on Linux, backed by
+/// Memory for one large allocation (the blob index's table, a checkpoint's body at open): zeroed, aligned to 2 MiB and, on Linux, backed by
 /// transparent huge pages where the kernel allows them. `length` is rounded up to a multiple of
 /// 2 MiB (`cs_large_allocation_size`). NULL when the memory cannot be had. Free it with
 /// `cs_large_free` and the same `length`.

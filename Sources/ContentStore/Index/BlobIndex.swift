@@ -67,6 +67,7 @@ struct BlobIndex: Sendable {
         let ahead = position + Self.prefetchDistance
         if ahead < digests.count { entries.prefetch(digests[ahead]) }
     }
+
     subscript(digest: Digest) -> BlobEntry? { entries[digest] }
 
     /// Records a blob written to a pack, or moved to another: a new blob starts unreferenced.
