@@ -109,12 +109,16 @@ struct StoreState: Sendable {
     /// Drops blobs chosen by collection. Only unreferenced blobs may be dropped, and manifest nodes
     /// only with their children (``drop(manifests:)``).
     mutating func drop(_ digests: [Digest]) throws(Inconsistency) {
-        for digest in digests {
+        for (position, digest) in digests.enumerated() {
+            blobs.prefetch(after: position, in: digests)
             if let entry = blobs[digest], entry.refCount != 0 || entry.isManifest {
                 throw Inconsistency(description: "collection dropped \(digest) while \(entry.refCount) references remain or without its children")
             }
         }
-        for digest in digests { blobs.remove(digest) }
+        for (position, digest) in digests.enumerated() {
+            blobs.prefetch(after: position, in: digests)
+            blobs.remove(digest)
+        }
     }
 
     mutating func apply(_ record: LogRecord) throws(Inconsistency) {

@@ -254,6 +254,40 @@ private final class Tracked: Sendable {
         #expect(table.maximumProbeDistance < Self.randomKeyProbeBound)
     }
 
+    /// A table from ``DigestTable/largeAllocation`` on lives in a mapping of its own (a multiple of
+    /// 2 MiB, on huge pages where Linux offers them, zeroed by the kernel instead of marked vacant
+    /// slot by slot): it must behave exactly as a small one, through removals, a copy that diverges
+    /// from it, prefetches and release.
+    @Test func largeTableBehavesAsASmallOne() {
+        var random = SeededRandom(seed: 44)
+        let count = DigestTable<BlobEntry>.largeAllocation / 56 + 1000
+        var table = DigestTable<BlobEntry>(minimumCapacity: count)
+        #expect(table.memoryFootprint >= DigestTable<BlobEntry>.largeAllocation)
+        #expect(table.memoryFootprint % (2 << 20) == 0, "a large table's memory is whole 2 MiB pages")
+        var digests: [Digest] = []
+        digests.reserveCapacity(count)
+        for n in 0 ..< count {
+            let key = randomDigest(&random)
+            digests.append(key)
+            table.prefetch(key)
+            table[key] = blobEntry(n)
+        }
+        #expect(table.count == count)
+        let copy = table
+        for n in stride(from: 0, to: count, by: 2) {
+            table.prefetch(digests[n])
+            #expect(table.removeValue(forKey: digests[n]) == blobEntry(n))
+        }
+        #expect(table.count == count - (count + 1) / 2)
+        var wrong = 0
+        for (n, key) in digests.enumerated() {
+            if table[key] != (n % 2 == 0 ? nil : blobEntry(n)) { wrong += 1 }
+            if copy[key] != blobEntry(n) { wrong += 1 }
+        }
+        #expect(wrong == 0)
+        #expect(table.reduce(0) { $0 + ($1.value.rawLength % 2 == 1 ? 1 : 0) } == table.count, "only the odd entries remain")
+    }
+
     /// The product target: the index costs at most 64 bytes per blob at any size. Deterministic:
     /// the footprint follows from the capacity, which follows from the count.
     @Test func memoryStaysWithin64BytesPerEntry() {

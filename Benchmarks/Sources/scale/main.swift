@@ -12,7 +12,13 @@
 // The stores are built once and cached under Benchmarks/.build/scale-stores (CONTENTSTORE_SCALE_CACHE
 // overrides); a change of fixtureVersion rebuilds them.
 //
-//   scale [--sizes 100000,1000000] [--rounds 3] [--garbage 10000]
+//   scale [--sizes 100000,1000000] [--rounds 3] [--garbage 10000] [--cold] [--opens-only]
+//
+//   --cold        evicts the store's files from the page cache before each open (a first open after a reboot)
+//   --opens-only  times the opens alone
+//
+// Each open prints its CPU split into user and system time, and its page faults: most of the
+// system time of an open is first-touch faults of the memory it builds.
 import BenchSupport
 import ContentStore
 import Foundation
@@ -29,16 +35,29 @@ struct Options {
     var sizes = [100_000, 1_000_000]
     var rounds = 3
     var garbage = 10_000
+    /// Evict the store's files from the page cache before each open.
+    var cold = false
+    /// Skip the collections (to time opens alone).
+    var opensOnly = false
+
+    static let usage = "usage: scale [--sizes 100000,1000000] [--rounds 3] [--garbage 10000] [--cold] [--opens-only]"
 
     init(_ arguments: ArraySlice<String>) {
         var iterator = arguments.makeIterator()
         while let argument = iterator.next() {
+            switch argument {
+            case "--cold": cold = true; continue
+            case "--opens-only": opensOnly = true; continue
+            default: break
+            }
             let value = iterator.next() ?? ""
             switch argument {
             case "--sizes": sizes = value.split(separator: ",").compactMap { Int($0) }
             case "--rounds": rounds = Int(value) ?? rounds
             case "--garbage": garbage = Int(value) ?? garbage
-            default: fatalError("unknown option \(argument); usage: scale [--sizes 100000,1000000] [--rounds 3] [--garbage 10000]")
+            default:
+                FileHandle.standardError.write(Data("unknown option \(argument); \(Options.usage)\n".utf8))
+                exit(2)
             }
         }
     }
@@ -95,20 +114,47 @@ func cachedStore(blobs: Int) throws -> String {
     return directory + "/store"
 }
 
-/// Child process: opens the store, prints "seconds cpuSeconds rssBytes" (resident memory the open added).
+/// The process's user and system CPU seconds and its minor and major page faults so far.
+func resourceUsage() -> (user: Double, system: Double, minorFaults: Int, majorFaults: Int) {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+    return (seconds(usage.ru_utime), seconds(usage.ru_stime), usage.ru_minflt, usage.ru_majflt)
+}
+
+/// Child process: opens the store, prints "seconds cpuSeconds rssBytes userSeconds systemSeconds
+/// minorFaults majorFaults" (resident memory the open added; the rest spent by the open alone).
 func openOnce(_ path: String) throws {
     let before = ResidentMemory.current
-    let cpu = cpuSeconds()
+    let usage = resourceUsage()
     let started = monotonicNanoseconds()
     let store = try Store(at: URL(fileURLWithPath: path), configuration: configuration())
     let seconds = Double(monotonicNanoseconds() - started) / 1e9
-    let cpuUsed = cpuSeconds() - cpu
+    let used = resourceUsage()
     let after = ResidentMemory.current
     try store.close()
-    print(seconds, cpuUsed, after - before)
+    print(seconds, used.user + used.system - usage.user - usage.system, after - before, used.user - usage.user, used.system - usage.system,
+          used.minorFaults - usage.minorFaults, used.majorFaults - usage.majorFaults)
 }
 
-func measureOpen(_ path: String) throws -> (seconds: Double, cpu: Double, rss: Int) {
+struct OpenMeasurement {
+    var seconds: Double, cpu: Double, rss: Int, user: Double, system: Double, minorFaults: Int, majorFaults: Int
+}
+
+/// Evicts the store's files from the page cache (POSIX_FADV_DONTNEED on each, after syncing it):
+/// the next open reads them from the disk, as the first open after a reboot would.
+func evictFromPageCache(_ path: String) {
+    guard let files = FileManager.default.enumerator(atPath: path) else { return }
+    for case let file as String in files {
+        let descriptor = open(path + "/" + file, O_RDONLY)
+        guard descriptor >= 0 else { continue }
+        _ = fsync(descriptor)
+        _ = posix_fadvise(descriptor, 0, 0, Int32(POSIX_FADV_DONTNEED))
+        close(descriptor)
+    }
+}
+
+func measureOpen(_ path: String) throws -> OpenMeasurement {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
     if !FileManager.default.fileExists(atPath: process.executableURL!.path) {
@@ -121,11 +167,24 @@ func measureOpen(_ path: String) throws -> (seconds: Double, cpu: Double, rss: I
     let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     process.waitUntilExit()
     let fields = output.split(whereSeparator: \.isWhitespace)
-    guard process.terminationStatus == 0, fields.count == 3, let seconds = Double(fields[0]), let cpu = Double(fields[1]),
-          let rss = Int(fields[2]) else {
+    guard process.terminationStatus == 0, fields.count == 7, let seconds = Double(fields[0]), let cpu = Double(fields[1]),
+          let rss = Int(fields[2]), let user = Double(fields[3]), let system = Double(fields[4]), let minor = Int(fields[5]),
+          let major = Int(fields[6]) else {
         throw SystemCallError(call: "open-once", path: path, code: EIO)
     }
-    return (seconds, cpu, rss)
+    return OpenMeasurement(seconds: seconds, cpu: cpu, rss: rss, user: user, system: system, minorFaults: minor, majorFaults: major)
+}
+
+/// Makes every file under `path` durable, so that write-back of a copy just made does not run
+/// during (and get timed with) the collection's own syncs.
+func syncTree(_ path: String) throws {
+    guard let files = FileManager.default.enumerator(atPath: path) else { return }
+    for case let file as String in files {
+        let descriptor = open(path + "/" + file, O_RDONLY)
+        guard descriptor >= 0 else { continue }
+        defer { close(descriptor) }
+        try POSIX.fsync(descriptor, path: path + "/" + file)
+    }
 }
 
 /// Collects `garbage` never-referenced blobs in a fresh copy of the cached store.
@@ -138,6 +197,9 @@ func measureCollection(_ path: String, garbage: Int, round: Int) throws -> (seco
     cp.arguments = ["-a", "--reflink=auto", path, copy]
     try cp.run()
     cp.waitUntilExit()
+    // A million blobs' copy leaves ~300 MB to write back, a hundred thousand's a tenth of it; left
+    // dirty, its write-back would share the disk with the collection's fsyncs and be timed with them.
+    try syncTree(copy)
     let store = try Store(at: URL(fileURLWithPath: copy), configuration: configuration())
     var maker = BlobMaker(seed: 1000 + UInt64(round))
     let (putsStarted, putsCPUStarted) = (monotonicNanoseconds(), cpuSeconds())
@@ -170,26 +232,36 @@ for round in 1 ... options.rounds {
     // Sizes alternate their order by round, so a drift in the machine's load does not favour one.
     let order = round % 2 == 1 ? options.sizes : options.sizes.reversed()
     for size in order {
+        if options.cold { evictFromPageCache(stores[size]!) }
         let open = try measureOpen(stores[size]!)
         let perEntry = Double(open.rss) / Double(size)
         opens[size, default: []].append(open.seconds)
         openCPU[size, default: []].append(open.cpu)
         rss[size, default: []].append(perEntry)
-        let gc = try measureCollection(stores[size]!, garbage: options.garbage, round: round)
-        collections[size, default: []].append(gc.seconds)
-        collectionCPU[size, default: []].append(gc.cpu)
-        puts[size, default: []].append(gc.puts)
-        print(String(format: "round %d  %9d blobs  open %.3f s (CPU %.3f s)  RSS %.0f B per blob+record  gc of %d garbage %.3f s (CPU %.3f s)  its puts %.3f s (CPU %.3f s), as many after the gc %.3f s (CPU %.3f s)",
-                     round, size, open.seconds, open.cpu, perEntry, gc.removed, gc.seconds, gc.cpu, gc.puts, gc.putsCPU, gc.laterPuts, gc.laterPutsCPU))
+        var line = String(format: "round %d  %9d blobs  open %.3f s (CPU %.3f s: user %.3f, system %.3f; %d page faults, %d major)  RSS %.0f B per blob+record",
+                          round, size, open.seconds, open.cpu, open.user, open.system, open.minorFaults, open.majorFaults, perEntry)
+        if !options.opensOnly {
+            let gc = try measureCollection(stores[size]!, garbage: options.garbage, round: round)
+            collections[size, default: []].append(gc.seconds)
+            collectionCPU[size, default: []].append(gc.cpu)
+            puts[size, default: []].append(gc.puts)
+            line += String(format: "  gc of %d garbage %.3f s (CPU %.3f s)  its puts %.3f s (CPU %.3f s), as many after the gc %.3f s (CPU %.3f s)",
+                           gc.removed, gc.seconds, gc.cpu, gc.puts, gc.putsCPU, gc.laterPuts, gc.laterPutsCPU)
+        }
+        print(line)
     }
 }
 print("medians over \(options.rounds) rounds:")
 for size in options.sizes {
-    print(String(format: "  %9d blobs  open %.3f s (CPU %.3f s)  RSS %.0f B per blob+record  gc %.3f s (CPU %.3f s)  first puts %.3f s",
-                 size, median(opens[size]!), median(openCPU[size]!), median(rss[size]!), median(collections[size]!),
-                 median(collectionCPU[size]!), median(puts[size]!)))
+    var line = String(format: "  %9d blobs  open %.3f s (CPU %.3f s)  RSS %.0f B per blob+record", size, median(opens[size]!),
+                      median(openCPU[size]!), median(rss[size]!))
+    if !options.opensOnly {
+        line += String(format: "  gc %.3f s (CPU %.3f s)  first puts %.3f s", median(collections[size]!), median(collectionCPU[size]!),
+                       median(puts[size]!))
+    }
+    print(line)
 }
-if let small = options.sizes.min(), let large = options.sizes.max(), small != large {
+if !options.opensOnly, let small = options.sizes.min(), let large = options.sizes.max(), small != large {
     for (name, times) in [("wall", collections), ("CPU", collectionCPU)] {
         let ratios = zip(times[large]!, times[small]!).map { $0 / $1 }
         print("gc \(name) time ratio \(large) / \(small), per round: " + ratios.map { String(format: "%.2f×", $0) }.joined(separator: " ")

@@ -38,6 +38,21 @@ static inline void cs_cpu_relax(void) {
 #endif
 }
 
+/// Memory for one large allocation (the blob index's table, a checkpoint's body at open): zeroed, aligned to 2 MiB and, on Linux, backed by
+/// transparent huge pages where the kernel allows them. `length` is rounded up to a multiple of
+/// 2 MiB (`cs_large_allocation_size`). NULL when the memory cannot be had. Free it with
+/// `cs_large_free` and the same `length`.
+void *cs_large_allocate(size_t length);
+void cs_large_free(void *memory, size_t length);
+size_t cs_large_allocation_size(size_t length);
+
+/// Starts loading the cache line at `address` for a write soon (no fault, no effect on results):
+/// a loop over keys scattered through a large table issues it a few keys ahead, so the misses of
+/// several keys overlap instead of following one another.
+static inline void cs_prefetch_for_write(const void *address) {
+    __builtin_prefetch(address, 1, 3);
+}
+
 /// A listening Unix-domain socket at `path` (close-on-exec, mode 0600 set before it listens).
 /// Returns the descriptor, or -1 with `errno` (ENAMETOOLONG when `path` does not fit sun_path).
 int cs_unix_listen(const char *path, int backlog);

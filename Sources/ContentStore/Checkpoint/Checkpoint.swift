@@ -172,10 +172,7 @@ enum Checkpoint {
 
         // Reserved from the file's size, bounded: untouched capacity costs no memory, so a sparse
         // file claiming any size still only gets what its frames fill.
-        var body: [UInt8] = []
-        body.reserveCapacity(Int(min(size - UInt64(headerSize), maximumBodyReservation)))
-        // One buffer for every frame, rather than an array (and, at 1 MiB, an mmap) per frame.
-        var payload = [UInt8](repeating: 0, count: frameSize)
+        let body = try LargeBuffer(reservingCapacity: Int(min(size - UInt64(headerSize), maximumBodyReservation)), path: path)
         var offset = UInt64(headerSize)
         while true {
             guard offset + 8 <= size else { throw StoreError.corrupted("checkpoint ends without its end frame", path: path, offset: offset) }
@@ -193,11 +190,13 @@ enum Checkpoint {
             guard length <= frameSize, offset + 8 + UInt64(length) <= size else {
                 throw StoreError.corrupted("checkpoint frame length \(length) is invalid", path: path, offset: offset)
             }
-            try payload.withUnsafeMutableBytes { try file.readExactly(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<length]), at: offset + 8) }
-            guard CRC32C.mask(payload.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[..<length])) }) == crc else {
-                throw StoreError.corrupted("checkpoint frame fails its checksum", path: path, offset: offset)
+            // Read straight into the body: appended only once its checksum holds.
+            try body.append(length, path: path) { payload in
+                try file.readExactly(into: payload, at: offset + 8)
+                guard CRC32C.mask(CRC32C.checksum(UnsafeRawBufferPointer(payload))) == crc else {
+                    throw StoreError.corrupted("checkpoint frame fails its checksum", path: path, offset: offset)
+                }
             }
-            body.append(contentsOf: payload[..<length])
             offset += 8 + UInt64(length)
         }
         do {

@@ -106,7 +106,8 @@ extension LocalEngine {
                 var digests: [Digest] = []
                 var manifests: [LogRecord.ManifestDrop] = []
                 var entries: [(digest: Digest, entry: BlobEntry)] = []
-                for digest in batch {
+                for (position, digest) in batch.enumerated() {
+                    core.state.blobs.prefetch(after: position, in: batch)
                     guard let entry = core.state.blobs[digest], entry.refCount == 0,
                           LocalEngine.hasExpired(zeroSince: entry.zeroSince, now: now, grace: grace),
                           // A snapshot (or a reader of records not yet published) may still see it referenced.
