@@ -132,7 +132,12 @@ struct SortedMapTests {
     func buildFromAscendingKeys(count: Int) {
         let keys = ContiguousArray((0 ..< count).map(key).sorted())
         let values = ContiguousArray(keys.indices)
-        var map = SortedMap(ascendingKeys: keys, values: values)
+        var index = 0
+        var map = SortedMap(count: count) {
+            defer { index += 1 }
+            return (keys[index], values[index])
+        }
+        #expect(index == count)
         map.checkInvariants()
         var model = Dictionary(uniqueKeysWithValues: zip(keys, values))
         expectEqual(map, model)

@@ -289,34 +289,28 @@ enum Checkpoint {
         return index
     }
 
-    /// The record section, into a map built in one pass (``SortedMap/init(ascendingKeys:values:)``):
+    /// The record section, into a map built in one pass (``SortedMap/init(count:ascending:)``):
     /// the keys must be strictly ascending, as written.
     private static func decodeRecords(_ reader: inout ByteReader, limits: Store.Limits) throws -> SortedMap<String, Record> {
         let recordCount = try reader.read(UInt64.self)
         guard recordCount <= UInt64(reader.remaining / 12) else { throw Malformed(description: "record count \(recordCount) exceeds the file") }
-        var keys = ContiguousArray<String>(), values = ContiguousArray<Record>()
-        keys.reserveCapacity(Int(recordCount))
-        values.reserveCapacity(Int(recordCount))
-        for _ in 0 ..< recordCount {
+        var previous: String?
+        return try SortedMap(count: Int(recordCount)) {
             guard let key = validString(try reader.readLengthPrefixed(limit: limits.maximumKeyLength)) else {
                 throw Malformed(description: "a key is not UTF-8")
             }
-            if let previous = keys.last, !(previous < key) {
+            if let previous, !(previous < key) {
                 throw Malformed(description: "record keys are not in ascending order at \"\(Store.describe(key))\"")
             }
+            previous = key
             let value = Data(try reader.readLengthPrefixed(limit: limits.maximumValueLength))
             let referenceCount = Int(try reader.read(UInt32.self))
             guard referenceCount <= reader.remaining / Digest.byteCount else { throw Malformed(description: "reference count exceeds the file") }
-            keys.append(key)
-            if referenceCount == 1 {
-                values.append(Record(value: value, onlyReference: try reader.readDigest()))
-            } else {
-                var references: [Digest] = []
-                references.reserveCapacity(referenceCount)
-                for _ in 0 ..< referenceCount { references.append(try reader.readDigest()) }
-                values.append(Record(value: value, references: references))
-            }
+            if referenceCount == 1 { return (key, Record(value: value, onlyReference: try reader.readDigest())) }
+            var references: [Digest] = []
+            references.reserveCapacity(referenceCount)
+            for _ in 0 ..< referenceCount { references.append(try reader.readDigest()) }
+            return (key, Record(value: value, references: references))
         }
-        return SortedMap(ascendingKeys: keys, values: values)
     }
 }

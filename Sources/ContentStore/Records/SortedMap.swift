@@ -189,55 +189,68 @@ extension SortedMap {
 }
 
 extension SortedMap {
-    /// A map of `keys[i] → values[i]`, the keys strictly ascending (the caller checks), built
-    /// bottom-up in one pass: what a checkpoint load needs, where inserting a million keys one by
-    /// one costs a descent and a binary search each and leaves the leaves half full (every split
-    /// of ascending inserts leaves its left half behind for good).
+    /// A map of the `count` entries `next` yields, keys strictly ascending (the caller checks),
+    /// built in one pass straight into its nodes: what a checkpoint load needs, where inserting a
+    /// million keys one by one costs a descent and a binary search each and leaves the leaves half
+    /// full (every split of ascending inserts leaves its left half behind for good), and where
+    /// gathering the entries in arrays first touches as much memory again (at a million records,
+    /// tens of megabytes of first-touch page faults in the open).
     ///
-    /// Leaves are filled nearly to ``Node/maxKeys``, each level split as evenly as the counts allow,
-    /// so every node but the root holds at least ``Node/minKeys`` and every leaf is at one depth.
-    init(ascendingKeys keys: ContiguousArray<Key>, values: ContiguousArray<Value>) {
-        precondition(keys.count == values.count, "keys and values differ in length")
-        count = keys.count
-        var levelKeys = keys, levelValues = values
-        var children: ContiguousArray<Node> = []
-        // Each round groups one level's entries into nodes; the entries between nodes move up.
-        while levelKeys.count > Node.maxKeys {
-            var nodes: ContiguousArray<Node> = []
-            var upperKeys: ContiguousArray<Key> = [], upperValues: ContiguousArray<Value> = []
-            let ranges = Self.evenNodes(holding: levelKeys.count)
-            nodes.reserveCapacity(ranges.count)
-            upperKeys.reserveCapacity(ranges.count - 1)
-            upperValues.reserveCapacity(ranges.count - 1)
-            for range in ranges {
-                nodes.append(Node(
-                    keys: levelKeys[range], values: levelValues[range],
-                    children: children.isEmpty ? [] : children[range.lowerBound ... range.upperBound]))
-                if range.upperBound < levelKeys.count {
-                    upperKeys.append(levelKeys[range.upperBound])
-                    upperValues.append(levelValues[range.upperBound])
-                }
-            }
-            (levelKeys, levelValues, children) = (upperKeys, upperValues, nodes)
+    /// The shape is fixed from the count alone: leaves filled nearly to ``Node/maxKeys``, each level
+    /// split as evenly as the counts allow, so every node but the root holds at least
+    /// ``Node/minKeys`` and every leaf is at one depth. The entries then arrive in the tree's
+    /// in-order walk (each node's keys between its children), so one node per level is open.
+    init(count: Int, ascending next: () throws -> (Key, Value)) rethrows {
+        // The key counts of each level's nodes, left to right: the leaves first, the root last.
+        var sizes: [[Int]] = []
+        var levelCount = count
+        while levelCount > Node.maxKeys {
+            let nodes = Self.evenNodes(holding: levelCount)
+            sizes.append(nodes)
+            levelCount = nodes.count - 1
         }
-        root = Node(keys: levelKeys, values: levelValues, children: children)
+        sizes.append([levelCount])
+        let top = sizes.count - 1
+        var open = sizes.indices.map(Self.emptyNode(level:))
+        var finished = [Int](repeating: 0, count: sizes.count)
+        // The level whose open node takes the next entry: a leaf's, or, once a subtree is complete,
+        // the separator after it in the lowest ancestor still short of keys.
+        var level = 0
+        for _ in 0 ..< count {
+            let (key, value) = try next()
+            open[level].keys.append(key)
+            open[level].values.append(value)
+            if level > 0 {
+                level = 0  // the next child's subtree starts at its leftmost leaf
+                continue
+            }
+            // Each node that is now complete (all its keys, and a child after the last) joins its parent.
+            while level < top, open[level].keys.count == sizes[level][finished[level]],
+                  level == 0 || open[level].children.count == open[level].keys.count + 1 {
+                open[level + 1].children.append(open[level])
+                open[level] = Self.emptyNode(level: level)
+                finished[level] += 1
+                level += 1
+            }
+        }
+        self.count = count
+        root = open[top]
+    }
+
+    /// A node with room for the entries (and, above the leaves, the children) it will take.
+    private static func emptyNode(level: Int) -> Node {
+        let node = Node()
+        if level > 0 { node.children.reserveCapacity(Node.maxKeys + 2) }
+        return node
     }
 
     /// Splits `count` entries into the fewest nodes of at most ``Node/maxKeys`` keys with one entry
-    /// between neighbours (their separator in the parent), sizes differing by at most one. With
-    /// k = ⌈(count + 1) / (maxKeys + 1)⌉ nodes each holds more than (maxKeys + 1) / 2 − 1 keys, so
-    /// at least ``Node/minKeys``.
-    private static func evenNodes(holding count: Int) -> [Range<Int>] {
+    /// between neighbours (their separator in the parent), sizes differing by at most one; returns
+    /// the nodes' key counts. With k = ⌈(count + 1) / (maxKeys + 1)⌉ nodes each holds more than
+    /// (maxKeys + 1) / 2 − 1 keys, so at least ``Node/minKeys``.
+    private static func evenNodes(holding count: Int) -> [Int] {
         let nodes = (count + 1 + Node.maxKeys) / (Node.maxKeys + 1)
         let keys = count - (nodes - 1)
-        var ranges: [Range<Int>] = []
-        ranges.reserveCapacity(nodes)
-        var start = 0
-        for node in 0 ..< nodes {
-            let size = keys / nodes + (node < keys % nodes ? 1 : 0)
-            ranges.append(start ..< start + size)
-            start += size + 1
-        }
-        return ranges
+        return (0 ..< nodes).map { node in keys / nodes + (node < keys % nodes ? 1 : 0) }
     }
 }
