@@ -47,6 +47,13 @@ extension SortedMap {
             self.children.append(contentsOf: children)
         }
 
+        /// A leaf that takes `keys` and `values` as they are (their capacity already reserved).
+        init(keys: ContiguousArray<Key>, values: ContiguousArray<Value>) {
+            self.keys = keys
+            self.values = values
+            children = []
+        }
+
         convenience init() {
             self.init(keys: [], values: [], children: [])
         }

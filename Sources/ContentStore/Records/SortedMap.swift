@@ -211,36 +211,58 @@ extension SortedMap {
         }
         sizes.append([levelCount])
         let top = sizes.count - 1
-        var open = sizes.indices.map(Self.emptyNode(level:))
-        var finished = [Int](repeating: 0, count: sizes.count)
-        // The level whose open node takes the next entry: a leaf's, or, once a subtree is complete,
-        // the separator after it in the lowest ancestor still short of keys.
+        // The open leaf's entries, kept in locals (63 of 64 entries land here), and one open node
+        // per level above it.
+        var leafKeys = Self.nodeArray(Key.self), leafValues = Self.nodeArray(Value.self)
+        var leaves = 0
+        var inner = (0 ..< top).map { _ in Self.innerNode() }
+        var inners = [Int](repeating: 0, count: top)
+        var completedRoot: Node?
+        // Where the next entry goes: 0 for the open leaf; above, the open node at that level, whose
+        // next key is the separator after the subtree just completed.
         var level = 0
         for _ in 0 ..< count {
             let (key, value) = try next()
-            open[level].keys.append(key)
-            open[level].values.append(value)
             if level > 0 {
+                inner[level - 1].keys.append(key)
+                inner[level - 1].values.append(value)
                 level = 0  // the next child's subtree starts at its leftmost leaf
                 continue
             }
-            // Each node that is now complete (all its keys, and a child after the last) joins its parent.
-            while level < top, open[level].keys.count == sizes[level][finished[level]],
-                  level == 0 || open[level].children.count == open[level].keys.count + 1 {
-                open[level + 1].children.append(open[level])
-                open[level] = Self.emptyNode(level: level)
-                finished[level] += 1
+            leafKeys.append(key)
+            leafValues.append(value)
+            guard leafKeys.count == sizes[0][leaves] else { continue }
+            var completed = Node(keys: leafKeys, values: leafValues)
+            (leafKeys, leafValues) = (Self.nodeArray(Key.self), Self.nodeArray(Value.self))
+            leaves += 1
+            // The leaf joins its parent; each ancestor that now has all its children joins its own.
+            level = 1
+            while level <= top {
+                let parent = inner[level - 1]
+                parent.children.append(completed)
+                guard parent.children.count == sizes[level][inners[level - 1]] + 1 else { break }
+                completed = parent
+                inner[level - 1] = Self.innerNode()
+                inners[level - 1] += 1
                 level += 1
             }
+            if level > top { completedRoot = completed }
         }
         self.count = count
-        root = open[top]
+        root = completedRoot ?? Node()
     }
 
-    /// A node with room for the entries (and, above the leaves, the children) it will take.
-    private static func emptyNode(level: Int) -> Node {
+    /// Room for a node's entries, one beyond ``Node/maxKeys`` (see ``Node/init(keys:values:children:)``).
+    private static func nodeArray<Element>(_: Element.Type) -> ContiguousArray<Element> {
+        var array = ContiguousArray<Element>()
+        array.reserveCapacity(Node.maxKeys + 1)
+        return array
+    }
+
+    /// An empty node above the leaves, with room for the entries and children it will take.
+    private static func innerNode() -> Node {
         let node = Node()
-        if level > 0 { node.children.reserveCapacity(Node.maxKeys + 2) }
+        node.children.reserveCapacity(Node.maxKeys + 2)
         return node
     }
 
