@@ -17,9 +17,9 @@ import Synchronization
 /// second read only: its first read leaves its digest among the *ghosts*, digests read once whose
 /// bytes together would fill the cache at most, and a read that finds it there admits it. A stream of
 /// large blobs each read once, or a cycle over more large blobs than the cache holds, then neither
-/// pushes out the blobs that do hit nor churns megabytes of memory on every read: each admission of
-/// a MiB that was never hit cost a miss 0.2–0.8 ms more CPU than the miss itself (freeing the evicted
-/// MiB, faulting in a fresh one; Docs/benchmarks/analysis.md §24). A large blob read twice within
+/// pushes out the blobs that do hit nor churns megabytes of memory on every read: admitting a MiB
+/// that was never hit added 0.1–0.8 ms of CPU to its miss (freeing the evicted MiB, faulting in
+/// fresh memory for the next; Docs/benchmarks/analysis.md §24). A large blob read twice within
 /// what the cache could hold is kept, as before, and hits from its third read on.
 ///
 /// It holds only bytes that passed verification as they were read from their pack (with
@@ -64,8 +64,9 @@ package final class BlobCache: Sendable {
     var largestCachedBlob: Int { capacity / 16 }
     /// Blobs at least this long are admitted on their second read (nil: every blob on its first).
     let secondUseMinimumSize: Int?
-    /// The local engine's ``secondUseMinimumSize``: a blob this long costs a miss more than its
-    /// pread in the memory it churns, while below it the cache's small-blob tuning (§21) is unchanged.
+    /// The local engine's ``secondUseMinimumSize``: from this size, admitting a blob that is never
+    /// hit costs its miss a measurable share (the memory it churns); below it, the cache's
+    /// small-blob tuning (Docs/benchmarks/analysis.md §21) is unchanged.
     static let largeBlobMinimumSize = 256 << 10
     private let state = Mutex(State())
 
