@@ -49,7 +49,9 @@ extension Store {
         /// Bytes of verified blobs ``Store/get(_:)`` keeps in memory, so getting a blob again skips
         /// the pack read and the re-hash. Blobs are kept decoded (a hit also skips the
         /// decompression); once the cache is full, one stored compressed to at most 0.4 of its size
-        /// is kept as its compressed bytes instead (a hit decompresses it: more blobs fit). Blobs over a sixteenth of it are not kept. 0 turns the cache off. Default 32 MiB: a miss costs one decode and re-hash (a few
+        /// is kept as its compressed bytes instead (a hit decompresses it: more blobs fit). Blobs over a sixteenth of it are not kept;
+        /// blobs of 256 KiB or more are kept on their second read, so large blobs read once do not push
+        /// out the ones that hit. 0 turns the cache off. Default 32 MiB: a miss costs one decode and re-hash (a few
         /// microseconds for a small blob), so the cache is a saving for a hot set that fits, never a
         /// need; its memory is charged to every open store, and a process may hold several. Read-heavy
         /// users size it to their working set (Docs/benchmarks/analysis.md, section 4).

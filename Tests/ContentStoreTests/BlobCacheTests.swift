@@ -164,4 +164,38 @@ import Testing
         #expect(cache.blob(digests[1]) == nil)
         #expect(cache.blob(digests[16]) == Data(repeating: 2, count: 100))
     }
+
+    /// Issue 19: a MiB read once is not cached (it would push out what hits and churn a MiB of memory
+    /// per read); read again, it is, and the third read is a hit that touches no pack.
+    @Test func aLargeBlobIsAdmittedOnItsSecondRead() throws {
+        let dir = TemporaryDirectory()
+        var configuration = Store.Configuration.testing()
+        configuration.readCacheSize = 32 << 20
+        let store = try Store(at: dir.store, configuration: configuration)
+        var random = SeededRandom(seed: 4)
+        let large = random.bytes(1 << 20)
+        let small = random.bytes(BlobCache.largeBlobMinimumSize - 1)
+        let (largeDigest, smallDigest) = (try store.put(large), try store.put(small))
+        #expect(try store.get(smallDigest) == small)
+        #expect(store.cache.blob(smallDigest) == small, "below the threshold, the first read admits")
+        #expect(try store.get(largeDigest) == large)
+        #expect(store.cache.blob(largeDigest) == nil, "one read: only a ghost")
+        #expect(try store.get(largeDigest) == large)
+        #expect(store.cache.blob(largeDigest) == large, "the second read admits it")
+        try store.close()
+    }
+
+    /// Ghosts hold at most the cache's bytes: a cycle over more large blobs than the cache holds is
+    /// never admitted (each ghost is gone before its blob comes round again), one that fits is
+    /// admitted on its second pass and hits from then on.
+    @Test(arguments: [(blobs: 20, admitted: false), (blobs: 8, admitted: true)])
+    func aCycleOfLargeBlobsIsAdmittedOnlyWhenItFits(blobs: Int, admitted: Bool) {
+        let cache = BlobCache(capacity: 16_000, secondUseMinimumSize: 500)
+        let digests = (0 ..< blobs).map { Digest.sha256(Data("large \($0)".utf8)) }
+        for _ in 0 ..< 3 {
+            for digest in digests where cache.blob(digest) == nil { cache.insert(Data(repeating: 7, count: 1000), for: digest) }
+        }
+        #expect(cache.bytes == (admitted ? blobs * 1000 : 0))
+        #expect(digests.allSatisfy { (cache.blob($0) != nil) == admitted })
+    }
 }

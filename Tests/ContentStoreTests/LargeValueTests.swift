@@ -211,6 +211,8 @@ import Testing
         var configuration = Store.Configuration.testing()
         configuration.readCacheSize = 32 << 20
         let store = try Store(at: dir.store, configuration: configuration)
+        // A MiB is admitted on its second read (BlobCache.secondUseMinimumSize).
+        #expect(try store.get(digests[1]) == blobs[1])
         #expect(try store.get(digests[1]) == blobs[1])
         try flipBit(in: pack, at: Self.offset(of: .payloadMiddle, in: entry), bit: 5)
         #expect(try store.get(digests[1]) == blobs[1])

@@ -255,16 +255,21 @@ final class FilePerKeyArchive: ArchiveClient {
 /// DataArchive's); `get` reads the record and gets its blob (verified, as by default).
 final class StoreValueClient: ArchiveClient {
     static let api = "Store"
-    static let operations: [ArchiveOperation] = [.set, .get]
+    /// The same gets on a store opened with `verifiesReads = false` (issue 19: what the contract's
+    /// re-hash costs, beside the default).
+    static let unverifiedAPI = "Store-unverified"
+    /// The operations each of the two drives: the unverified store only gets (its sets are the same).
+    static func operations(_ api: String) -> [ArchiveOperation] { api == unverifiedAPI ? [.get] : [.set, .get] }
     let contender = Name.contentStore
-    let rowAPI: String? = StoreValueClient.api
+    let rowAPI: String?
     let store: Store
 
-    init(store: Store) {
+    init(store: Store, api: String = StoreValueClient.api) {
         self.store = store
+        rowAPI = api
     }
 
-    func supports(_ operation: ArchiveOperation) -> Bool { Self.operations.contains(operation) }
+    func supports(_ operation: ArchiveOperation) -> Bool { Self.operations(rowAPI ?? Self.api).contains(operation) }
 
     func set(_ data: Data, forKey key: String) throws {
         let digest = try store.put(data)

@@ -11,10 +11,15 @@ import Foundation
 /// itself (``StoreValueClient``), so the engine's large-value path is measured without the facade.
 struct ArchiveWorkload {
     static let group = "DataArchive (issue 5)"
-    static let sizes = [(label: "1 KiB", bytes: 1 << 10, random: false), (label: "1 MiB", bytes: 1 << 20, random: false),
-                        (label: "1 MiB random", bytes: 1 << 20, random: true)]
-    /// The row label of each way ContentStore is driven: DataArchive's two APIs, then `Store`.
-    static let apis = [DataArchiveClient.API.async.rawValue, DataArchiveClient.API.callback.rawValue, StoreValueClient.api]
+    static let allSizes = [(label: "1 KiB", bytes: 1 << 10, random: false), (label: "1 MiB", bytes: 1 << 20, random: false),
+                           (label: "1 MiB random", bytes: 1 << 20, random: true)]
+    /// The row label of each way ContentStore is driven: DataArchive's two APIs, then `Store` (and
+    /// its gets with `verifiesReads` off).
+    static let apis = [DataArchiveClient.API.async.rawValue, DataArchiveClient.API.callback.rawValue, StoreValueClient.api,
+                       StoreValueClient.unverifiedAPI]
+
+    /// The value sizes this run measures (`--archive-sizes`; all by default).
+    let sizes: [(label: String, bytes: Int, random: Bool)]
     /// 64 keys per value size, so a get always finds a value of its size.
     static func keys(_ size: String) -> [String] { (0 ..< 64).map { "doc-\(size.replacingOccurrences(of: " ", with: ""))-\($0)" } }
 
@@ -22,6 +27,8 @@ struct ArchiveWorkload {
     private let store: Store?
     /// The store ``StoreValueClient`` sets and gets values in, apart from DataArchive's.
     private let valueStore: Store?
+    /// The store of ``StoreValueClient/unverifiedAPI``: `verifiesReads` off.
+    private let unverifiedStore: Store?
     private let clients: [any ArchiveClient]
     /// The rows by ID (``rowID(_:_:_:)``), in report order.
     private var rows: [String: Measurement] = [:]
@@ -30,6 +37,7 @@ struct ArchiveWorkload {
 
     init(options: Options) throws {
         seconds = options.archiveSeconds
+        sizes = Self.allSizes.filter { options.archiveSizes?.contains($0.label.replacingOccurrences(of: " ", with: "").lowercased()) ?? true }
         var clients: [any ArchiveClient] = []
         if options.includes(contender: Name.contentStore) {
             var configuration = Store.Configuration()
@@ -41,21 +49,29 @@ struct ArchiveWorkload {
             let valueStore = try Store(at: URL(fileURLWithPath: try POSIX.scratchDirectory("compare/archive-store")), configuration: configuration)
             clients.append(StoreValueClient(store: valueStore))
             self.valueStore = valueStore
+            var unverified = configuration
+            unverified.verifiesReads = false
+            let unverifiedStore = try Store(at: URL(fileURLWithPath: try POSIX.scratchDirectory("compare/archive-store-unverified")),
+                                            configuration: unverified)
+            clients.append(StoreValueClient(store: unverifiedStore, api: StoreValueClient.unverifiedAPI))
+            self.unverifiedStore = unverifiedStore
         } else {
             store = nil
             valueStore = nil
+            unverifiedStore = nil
         }
         if options.includes(contender: Name.filePerKey) {
             clients.append(try FilePerKeyArchive(directory: try POSIX.scratchDirectory("compare/archive-files")))
         }
         self.clients = clients
-        for size in Self.sizes {
+        for size in sizes {
             for operation in ArchiveOperation.allCases {
-                for api in Self.apis where api != StoreValueClient.api || StoreValueClient.operations.contains(operation) {
+                for api in Self.apis where !api.hasPrefix(StoreValueClient.api) || StoreValueClient.operations(api).contains(operation) {
                     let id = Self.rowID(operation, size.label, api)
                     let what = switch api {
                     case DataArchiveClient.API.async.rawValue: "DataArchive \(operation.rawValue) \(size.label) (async API)"
                     case DataArchiveClient.API.callback.rawValue: "DataArchive \(operation.rawValue) \(size.label) (callback API, waiting for each completion)"
+                    case StoreValueClient.unverifiedAPI: "Store \(operation.rawValue) \(size.label), verifiesReads = false (record + get)"
                     default: "Store \(operation.rawValue) \(size.label) (put + write of a record referencing it; record + get)"
                     }
                     rows[id] = Measurement(id: id, workload: what, unit: "ops/s", higherIsBetter: true, group: Self.group)
@@ -68,7 +84,7 @@ struct ArchiveWorkload {
             rowOrder.append(id)
         }
         // Every key gets a value first (not timed), so the gets never miss.
-        for (index, size) in Self.sizes.enumerated() {
+        for (index, size) in Self.allSizes.enumerated() where sizes.contains(where: { $0.label == size.label }) {
             for client in clients where client.rowAPI != DataArchiveClient.API.async.rawValue {
                 let keys = Self.keys(size.label)
                 try client.fireAndForget(values: ArchiveValues(size: size.bytes, seed: UInt64(1000 + index), random: size.random), keys: keys,
@@ -88,7 +104,7 @@ struct ArchiveWorkload {
     }
 
     mutating func run(round: Int, label: String) throws {
-        for (index, size) in Self.sizes.enumerated() {
+        for (index, size) in Self.allSizes.enumerated() where sizes.contains(where: { $0.label == size.label }) {
             let keys = Self.keys(size.label)
             let values = ArchiveValues(size: size.bytes, seed: UInt64(round * 10 + index), random: size.random)
             var setRates: [String: Double] = [:]
@@ -106,7 +122,7 @@ struct ArchiveWorkload {
                     for rowAPI in api.map({ [$0] }) ?? Self.apis {
                         rows[Self.rowID(operation, size.label, rowAPI)]?.record(client.contender, round: round, rate)
                     }
-                    if operation == .set && api != StoreValueClient.api { setRates[client.contender] = max(setRates[client.contender] ?? 0, rate) }
+                    if operation == .set && api?.hasPrefix(StoreValueClient.api) != true { setRates[client.contender] = max(setRates[client.contender] ?? 0, rate) }
                     summary.append(String(format: "%@%@ %@ %.0f/s", client.contender, api.map { " (\($0))" } ?? "", operation.rawValue, rate))
                 }
                 sync()
@@ -174,5 +190,6 @@ struct ArchiveWorkload {
     func close() throws {
         try store?.close()
         try valueStore?.close()
+        try unverifiedStore?.close()
     }
 }

@@ -29,6 +29,8 @@ struct Options {
     /// DataArchive (issue 5): seconds per timed run; versions of the storage measurement.
     var archiveSeconds = 0.5
     var archiveVersions = 100
+    /// DataArchive value sizes to run ("1kib", "1mib", "1mibrandom"); nil = all.
+    var archiveSizes: Set<String>?
     /// Versions (issue 8): how many versions of a file of `versionMiB`, in the first `versionRounds` rounds.
     var versions = 12
     var versionMiB = 16
@@ -62,6 +64,7 @@ struct Options {
           --duplicates N       duplicates timed per round and contender (default 3)
           --archive-seconds S  length of each DataArchive run (default 0.5)
           --archive-versions N versions (10 distinct contents) in the DataArchive storage measurement (default 100)
+          --archive-sizes L    comma-separated DataArchive value sizes to run: 1KiB, 1MiB, 1MiBrandom (default all)
           --versions N         versions of the edited file (issue 8) (default 12, to fit the run in 10 minutes;
                                issue 8's measurement is 100)
           --version-mib N      size of that file in MiB (default 16)
@@ -112,6 +115,10 @@ struct Options {
             case "--duplicates": options.duplicates = number(argument)
             case "--archive-seconds": options.archiveSeconds = number(argument)
             case "--archive-versions": options.archiveVersions = number(argument)
+            case "--archive-sizes":
+                let labels = Set(value(argument).split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
+                guard labels.isSubset(of: ["1kib", "1mib", "1mibrandom"]) else { fail("--archive-sizes takes 1KiB, 1MiB, 1MiBrandom") }
+                options.archiveSizes = labels
             case "--versions": options.versions = number(argument)
             case "--version-mib": options.versionMiB = number(argument)
             case "--version-rounds": options.versionRounds = number(argument)

@@ -55,7 +55,7 @@ final class LocalEngine: StoreEngine {
         self.seams = seams
         self.directory = directory.standardizedFileURL
         layout = Layout(root: self.directory.path)
-        cache = BlobCache(capacity: configuration.readCacheSize)
+        cache = BlobCache(capacity: configuration.readCacheSize, secondUseMinimumSize: BlobCache.largeBlobMinimumSize)
         fileSystem = FileSystem(io: seams.fileIO)
         let metrics = StoreMetrics(factory: configuration.metricsFactory)
         self.metrics = metrics

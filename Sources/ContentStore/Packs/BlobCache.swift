@@ -13,6 +13,15 @@ import Synchronization
 /// (Docs/benchmarks/analysis.md §4, §21). A blob that compresses less is kept decoded: its frame
 /// would save too little per hit to pay for the room.
 ///
+/// A large blob (``secondUseMinimumSize`` or more, when the owner sets it) is admitted on its
+/// second read only: its first read leaves its digest among the *ghosts*, digests read once whose
+/// bytes together would fill the cache at most, and a read that finds it there admits it. A stream of
+/// large blobs each read once, or a cycle over more large blobs than the cache holds, then neither
+/// pushes out the blobs that do hit nor churns megabytes of memory on every read: admitting a MiB
+/// that was never hit added 0.1–0.8 ms of CPU to its miss (freeing the evicted MiB, faulting in
+/// fresh memory for the next; Docs/benchmarks/analysis.md §24). A large blob read twice within
+/// what the cache could hold is kept, as before, and hits from its third read on.
+///
 /// It holds only bytes that passed verification as they were read from their pack (with
 /// ``Store/Configuration/verifiesReads``, their re-hash), and serves them without hashing them
 /// again: verification guards against damage on the disk, which a cached copy does not see, and
@@ -35,6 +44,10 @@ package final class BlobCache: Sendable {
         var slots: [Slot] = []
         var hand = 0
         var bytes = 0
+        /// Large blobs read once and not admitted: the bytes each would take, and their order (oldest first).
+        var ghosts: [Digest: Int] = [:]
+        var ghostOrder: [Digest] = []
+        var ghostBytes = 0
     }
 
     /// Bytes of blobs held at most (a blob kept as its frame counts the frame's bytes).
@@ -49,10 +62,20 @@ package final class BlobCache: Sendable {
     /// Larger blobs are not cached: one would push out many small ones, and re-reading a large blob
     /// costs little more per byte than copying it.
     var largestCachedBlob: Int { capacity / 16 }
+    /// Blobs at least this long are admitted on their second read (nil: every blob on its first).
+    let secondUseMinimumSize: Int?
+    /// The local engine's ``secondUseMinimumSize``: from this size, admitting a blob that is never
+    /// hit costs its miss a measurable share (the memory it churns); below it, the cache's
+    /// small-blob tuning (Docs/benchmarks/analysis.md §21) is unchanged.
+    static let largeBlobMinimumSize = 256 << 10
     private let state = Mutex(State())
 
-    package init(capacity: Int) {
+    /// A cache of at most `capacity` bytes; blobs of `secondUseMinimumSize` or more are admitted on
+    /// their second read (the cluster engine's cache admits every blob on its first: its misses
+    /// cross the network).
+    package init(capacity: Int, secondUseMinimumSize: Int? = nil) {
         self.capacity = max(0, capacity)
+        self.secondUseMinimumSize = secondUseMinimumSize
     }
 
     /// Bytes of the blobs held now.
@@ -84,8 +107,13 @@ package final class BlobCache: Sendable {
     /// (``compressedFormMaximumShare``).
     package func insert(_ blob: Data, for digest: Digest, frame: UnsafeRawBufferPointer? = nil) {
         guard blob.count > 0, blob.count <= largestCachedBlob else { return }
+        let compactFrame = frame.flatMap { Double($0.count) <= Double(blob.count) * Self.compressedFormMaximumShare ? $0 : nil }
+        if let secondUseMinimumSize, blob.count >= secondUseMinimumSize,
+           !admitsOnSecondUse(digest, size: compactFrame?.count ?? blob.count) {
+            return
+        }
         // Copied before the lock is taken; whether it is kept is decided under it.
-        let compact = frame.flatMap { Double($0.count) <= Double(blob.count) * Self.compressedFormMaximumShare ? Data($0) : nil }
+        let compact = compactFrame.map { Data($0) }
         state.withLock { state in
             guard state.positions[digest] == nil else { return }
             let full = state.bytes + blob.count > capacity
@@ -98,6 +126,30 @@ package final class BlobCache: Sendable {
             state.positions[digest] = state.slots.count
             state.slots.append(slot)
             state.bytes += slot.bytes.count
+        }
+    }
+
+    /// Whether a large blob's read admits it: true when it was read before and is still among the
+    /// ghosts; otherwise it becomes the newest ghost (taking `size`, the bytes it would be kept in),
+    /// and the oldest ghosts go until they fit in ``capacity``.
+    private func admitsOnSecondUse(_ digest: Digest, size: Int) -> Bool {
+        state.withLock { state in
+            if let size = state.ghosts.removeValue(forKey: digest) {
+                state.ghostOrder.removeAll { $0 == digest }
+                state.ghostBytes -= size
+                return true
+            }
+            guard state.positions[digest] == nil else { return true }
+            // Charged at least a sixteenth of the threshold, so tiny frames cannot make the list long.
+            let charged = max(size, (secondUseMinimumSize ?? 0) / 16)
+            state.ghosts[digest] = charged
+            state.ghostOrder.append(digest)
+            state.ghostBytes += charged
+            while state.ghostBytes > capacity, !state.ghostOrder.isEmpty {
+                let oldest = state.ghostOrder.removeFirst()
+                state.ghostBytes -= state.ghosts.removeValue(forKey: oldest) ?? 0
+            }
+            return false
         }
     }
 
