@@ -130,6 +130,8 @@ var readsUncached = Measurement(id: "reads-uncached", workload: "random 4 KiB po
 var readsUncachedP99 = Measurement(id: "reads-uncached-p99", workload: "… its p99", unit: "µs", higherIsBetter: false)
 var readsEqualMemory = Measurement(id: "reads-equal-memory", workload: "random 4 KiB point reads, equal memory budgets", unit: "ops/s", higherIsBetter: true)
 var readsThriceCache = Measurement(id: "reads-3x-cache", workload: "random 4 KiB point reads, read set 3× ContentStore's read cache", unit: "ops/s", higherIsBetter: true)
+var readsThriceCacheCPU = Measurement(id: "reads-3x-cache-cpu", workload: "… its CPU per read", unit: "µs", higherIsBetter: false)
+var readsUncachedCPU = Measurement(id: "reads-uncached-cpu", workload: "random 4 KiB point reads, ContentStore's read cache off: CPU per read", unit: "µs", higherIsBetter: false)
 var contentStoreStatistics: [String: Double] = [:]
 var limitRounds: [MachineLimits] = []
 let corpusMB = Double(corpus.totalBytes) / mb
@@ -334,13 +336,17 @@ for round in 0 ..< options.rounds {
         if reader.rows.contains("reads-uncached") {
             readsUncached.record(reader.name, round: round, rate)
             readsUncachedP99.record(reader.name, round: round, summary.p99)
+            readsUncachedCPU.record(reader.name, round: round, summary.cpuPerRead)
         }
         if reader.rows.contains("reads-equal-memory") { readsEqualMemory.record(reader.name, round: round, rate) }
-        Progress.log(String(format: "%@: %@ (%@) point reads %.0f/s, p50 %.1f µs, p99 %.1f µs", label, reader.name, reader.variant, rate, summary.median, summary.p99))
+        Progress.log(String(format: "%@: %@ (%@) point reads %.0f/s, p50 %.1f µs, p99 %.1f µs, CPU %.2f µs a read", label, reader.name, reader.variant,
+                            rate, summary.median, summary.p99, summary.cpuPerRead))
         if reader.rows.contains("reads-3x-cache") && thriceCacheBlocks > 0 {
-            let (rate, _) = try timedReads(reader.contender, reader.digests.prefix(thriceCacheBlocks), seconds: options.readSeconds, seed: UInt64(round) &+ 2000)
+            let (rate, summary) = try timedReads(reader.contender, reader.digests.prefix(thriceCacheBlocks), seconds: options.readSeconds, seed: UInt64(round) &+ 2000)
             readsThriceCache.record(reader.name, round: round, rate)
-            Progress.log(String(format: "%@: %@ (%@) point reads of %d blobs (3× the read cache) %.0f/s", label, reader.name, reader.variant, thriceCacheBlocks, rate))
+            readsThriceCacheCPU.record(reader.name, round: round, summary.cpuPerRead)
+            Progress.log(String(format: "%@: %@ (%@) point reads of %d blobs (3× the read cache) %.0f/s, p50 %.1f µs, CPU %.2f µs a read", label, reader.name,
+                                reader.variant, thriceCacheBlocks, rate, summary.median, summary.cpuPerRead))
         }
     }
 
@@ -354,10 +360,20 @@ for reader in readers { try reader.contender.close() }
 
 /// Reads uniformly random blobs of `digests` for `seconds`, one thread, one read per get; returns
 /// the rate and the latencies in µs.
-func timedReads(_ contender: any Contender, _ digests: ArraySlice<Digest>, seconds: Double, seed: UInt64) throws -> (Double, Summary) {
+/// The reads' latencies and the reading thread's CPU time per read: on a loaded machine the rate and
+/// the tail measure time spent descheduled, while the CPU time stays close to the work of a read.
+struct TimedReads {
+    var latencies: Summary
+    var cpuPerRead: Double
+    var median: Double { latencies.median }
+    var p99: Double { latencies.p99 }
+}
+
+func timedReads(_ contender: any Contender, _ digests: ArraySlice<Digest>, seconds: Double, seed: UInt64) throws -> (Double, TimedReads) {
     var random = DeterministicRandom(seed: seed)
     var latencies: [Double] = []
     latencies.reserveCapacity(1 << 20)
+    let cpuStart = threadCPUSeconds()
     let start = monotonicNanoseconds()
     let deadline = start + UInt64(seconds * 1e9)
     var now = start
@@ -368,7 +384,8 @@ func timedReads(_ contender: any Contender, _ digests: ArraySlice<Digest>, secon
         now = monotonicNanoseconds()
         latencies.append(Double(now - before) / 1000)
     }
-    return (Double(latencies.count) / (Double(now - start) / 1e9), Summary(latencies))
+    let cpuPerRead = (threadCPUSeconds() - cpuStart) / Double(max(1, latencies.count)) * 1e6
+    return (Double(latencies.count) / (Double(now - start) / 1e9), TimedReads(latencies: Summary(latencies), cpuPerRead: cpuPerRead))
 }
 try warehouse?.close()
 try archive?.close()
@@ -391,11 +408,13 @@ readsEqualMemory.note = String(format: "ContentStore with its %d MiB read cache 
                                readCacheBytes >> 20, readCacheBytes >> 20)
 readsThriceCache.note = String(format: "%d blobs of 4 KiB (%.0f MB decoded, 3× ContentStore's %d MiB read cache decoded: about a third of them fit) read uniformly at random, one thread; each contender with its default cache, as in the first row",
                                thriceCacheBlocks, Double(thriceCacheBlocks * 4096) / 1e6, readCacheBytes >> 20)
+readsThriceCacheCPU.note = "the reading thread's CPU time over the row's reads, divided by their count (the harness's clock reads included, the same for every contender): on a loaded machine the rate counts the time a read spends descheduled, this does not"
+readsUncachedCPU.note = readsThriceCacheCPU.note
 reclaimed.limitNote = "stored bytes of the blobs that only deleted files referenced"
 reclaimedCompacted.limitNote = reclaimed.limitNote
 
 let measurements = [ingest, ingestNoKDF, resticKDF, ingestCPU, ingestCPUWithIO, ingestSize, reingest, commits1, commits16,
-                    reads, readsP50, readsP99, readsUncached, readsUncachedP99, readsEqualMemory, readsThriceCache,
+                    reads, readsP50, readsP99, readsUncached, readsUncachedP99, readsUncachedCPU, readsEqualMemory, readsThriceCache, readsThriceCacheCPU,
                     collect, collectCompacted, reclaimed, reclaimedCompacted]
     + (warehouse?.measurements ?? []) + (archive?.measurements ?? []) + (versions?.measurements ?? [])
 let measured = measurements.filter { !$0.rounds.isEmpty }
