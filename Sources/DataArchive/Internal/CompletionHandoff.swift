@@ -153,7 +153,10 @@ private final class HandoffThread: Sendable {
     }
 
     func started(_ sequence: UInt64) -> Bool { lastStarted.load(ordering: .acquiring) >= sequence }
-    func finished(_ sequence: UInt64) -> Bool { jobState.load(ordering: .acquiring) == sequence << 2 | Self.done }
+    /// Whether job `sequence`'s handler has run, for its caller (which has not abandoned it): its
+    /// state is no longer "running", whether it still reads "done" or the thread has since taken the
+    /// next job, which it does only after marking this one.
+    func finished(_ sequence: UInt64) -> Bool { jobState.load(ordering: .acquiring) != sequence << 2 | Self.running }
 
     /// Gives up waiting for job `sequence`: true when the thread will end its claim, false when its
     /// handler has already run (the caller ends it). After a false the thread may have moved on.
