@@ -1,7 +1,7 @@
 // callbackget: issue 19's DataArchive callback `get` of 1 KiB against the file-per-key scheme's read,
 // round by round in one process, with the CPU and the context switches each call costs.
 //
-//   swift run -c release callbackget [--seconds S] [--rounds N] [--callers N]
+//   swift run -c release callbackget [--seconds S] [--rounds N] [--callers N] [--pause µs]
 //
 // Each caller thread gets its own 64 keys and waits for each completion before the next call (a
 // DispatchSemaphore, as compare's archive workload does). `Store` is the same read without the
@@ -16,6 +16,8 @@ struct Options {
     var seconds = 0.5
     var rounds = 3
     var callers = 1
+    /// Microseconds each caller sleeps between calls (0: back to back), for callers that read now and then.
+    var pause = 0
 
     init(_ arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -25,8 +27,9 @@ struct Options {
             case "--seconds": seconds = value
             case "--rounds": rounds = Int(value)
             case "--callers": callers = Int(value)
+            case "--pause": pause = Int(value)
             default:
-                FileHandle.standardError.write(Data("usage: callbackget [--seconds S] [--rounds N] [--callers N]\n".utf8))
+                FileHandle.standardError.write(Data("usage: callbackget [--seconds S] [--rounds N] [--callers N] [--pause µs]\n".utf8))
                 exit(2)
             }
         }
@@ -51,6 +54,7 @@ func measure(_ name: String, _ options: Options, _ call: @escaping @Sendable (_ 
         while monotonicNanoseconds() < deadline {
             do { try call(caller, count) } catch { fatalError("\(name): \(error)") }  // a benchmark: stop at once
             count += 1
+            if options.pause > 0 { usleep(UInt32(options.pause)) }
         }
         counts.set(caller, count)
     }
