@@ -72,6 +72,12 @@ let package = Package(
             name: "scale",
             dependencies: ["BenchSupport", .product(name: "ContentStore", package: "ContentStore")]
         ),
+        // Issue 19's DataArchive callback get of 1 KiB against a file read, with CPU and switches per call.
+        .executableTarget(
+            name: "callbackget",
+            dependencies: ["BenchSupport", .product(name: "ContentStore", package: "ContentStore"),
+                           .product(name: "DataArchive", package: "ContentStore")]
+        ),
         // Durable commits from many writers, blocking threads against awaiting tasks, round by round.
         .executableTarget(
             name: "commitrounds",
