@@ -1,9 +1,9 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 #if canImport(Glibc)
 import Glibc
-import TestThreads
 #endif
 
 /// A process killed with SIGKILL at random moments while it collects garbage: the store opens,
