@@ -34,9 +34,9 @@ test: deps
 	@trap '$(CLUSTER_SERVICES) stop "$(CLUSTER_DIR)"' EXIT INT TERM; \
 		$(CLUSTER_SERVICES) start "$(CLUSTER_DIR)" && . "$(CLUSTER_DIR)/env" && \
 		SWIFT=$(SWIFT) $(QUIET_TEST) --skip-build --skip '$(POOL_TEST)'
-	@# Swift Testing runs synchronous tests on the cooperative pool (two threads on two cores), so the
-	@# long sweeps and soaks of other suites occupy it for minutes; the tests that the pool stays free
-	@# while writers wait (Store's and DataArchive's) measure that pool, so they run in a process of their own.
+	@# The tests that the cooperative pool stays free while writers wait (Store's and DataArchive's)
+	@# need every thread of the pool at one moment, which the other tests' tasks take, so they run in a
+	@# process of their own. (Tests that block run on threads of their own: Docs/testing.md.)
 	SWIFT=$(SWIFT) TEST_LOG=.build/test-pool.log $(QUIET_TEST) --skip-build --filter '$(POOL_TEST)'
 	@# The event count's other path (condition variable: macOS and systems without a futex), on Linux too.
 	mkdir -p .build

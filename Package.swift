@@ -94,27 +94,29 @@ let package = Package(
         .executableTarget(name: "CrashWorkload", dependencies: ["ContentStore"], path: "Tests/CrashWorkload"),
         // The collection crash test's workload (Tests/contentstoreTests); not a product.
         .executableTarget(name: "CollectionWorkload", dependencies: ["ContentStore"], path: "Tests/CollectionWorkload"),
+        // The threads tests that block run on, shared by every test target (Tests/TestThreads); not a product.
+        .target(name: "TestThreads", path: "Tests/TestThreads"),
         .testTarget(
             name: "ContentStoreTests",
             // CZstd: known-answer tests of the frames the store writes, read with zstd's own API.
-            dependencies: ["ContentStore", "CZstd", .product(name: "MetricsTestKit", package: "swift-metrics")]
+            dependencies: ["ContentStore", "CZstd", "TestThreads", .product(name: "MetricsTestKit", package: "swift-metrics")]
         ),
-        .testTarget(name: "WarehouseTests", dependencies: ["Warehouse"]),
+        .testTarget(name: "WarehouseTests", dependencies: ["Warehouse", "TestThreads"]),
         .testTarget(name: "DataArchiveTests", dependencies: ["DataArchive"]),
         // The second-process workload of the cluster tests (Tests/ContentStoreClusterTests); not a product.
         .executableTarget(name: "ClusterWorkload", dependencies: ["ContentStoreCluster", "ContentStore"], path: "Tests/ClusterWorkload"),
         .testTarget(
             name: "ContentStoreClusterTests",
-            dependencies: ["ContentStoreCluster", "ContentStore", "Warehouse", "DataArchive",
+            dependencies: ["ContentStoreCluster", "ContentStore", "Warehouse", "DataArchive", "TestThreads",
                            .product(name: "PostgresNIO", package: "postgres-nio")]
         ),
-        .testTarget(name: "StateLensTests", dependencies: ["StateLens", .product(name: "MetricsTestKit", package: "swift-metrics")]),
-        .testTarget(name: "PersistTests", dependencies: ["Persist", "ContentStore"]),
+        .testTarget(name: "StateLensTests", dependencies: ["StateLens", "TestThreads", .product(name: "MetricsTestKit", package: "swift-metrics")]),
+        .testTarget(name: "PersistTests", dependencies: ["Persist", "ContentStore", "TestThreads"]),
         // The killed-client test's workload (Tests/SyncTests); not a product.
         .executableTarget(name: "SyncWorkload", dependencies: ["Sync", "ContentStore"], path: "Tests/SyncWorkload"),
         .testTarget(name: "SyncTests", dependencies: ["Sync", "ContentStore",
                                                       .product(name: "AsyncHTTPClient", package: "async-http-client")]),
-        .testTarget(name: "contentstoreTests", dependencies: ["contentstore", "ContentStore"]),
+        .testTarget(name: "contentstoreTests", dependencies: ["contentstore", "ContentStore", "TestThreads"]),
     ],
     swiftLanguageModes: [.v6]
 )

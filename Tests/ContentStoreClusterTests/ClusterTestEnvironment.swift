@@ -156,8 +156,9 @@ func withScratchDirectory<T>(stopping stop: String, _ environment: ClusterTestEn
     }
 }
 
-/// Retries `body` until it succeeds or `timeout` passes, then rethrows its last error.
-func eventually<T>(within timeout: Duration = .seconds(60), _ body: () async throws -> T) async throws -> T {
+/// Retries `body` until it succeeds or `timeout` passes (which bounds only a failing run), then
+/// rethrows its last error.
+func eventually<T>(within timeout: Duration = .seconds(300), _ body: () async throws -> T) async throws -> T {
     let deadline = ContinuousClock.now + timeout
     while true {
         do {

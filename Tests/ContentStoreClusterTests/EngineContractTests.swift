@@ -1,10 +1,11 @@
 import ContentStore
 import Foundation
 import Testing
+import TestThreads
 
 /// The engine's contract, one suite on two backends: what every `Store` promises (DESIGN.md rules
 /// 1–7) holds on the embedded engine and on the cluster engine alike.
-@Suite struct EngineContractTests {
+@Suite(.blocking) struct EngineContractTests {
     static func randomData(_ count: Int) -> Data {
         var generator = SystemRandomNumberGenerator()
         return Data((0 ..< count).map { _ in UInt8.random(in: 0 ... 255, using: &generator) })

@@ -72,8 +72,8 @@ func withStore<T>(_ backend: StoreBackend, configuration: Store.Configuration = 
     }
 }
 
-/// Retries `body` until it returns true or `timeout` passes.
-func becomesTrue(within timeout: Duration = .seconds(20), _ body: () throws -> Bool) throws -> Bool {
+/// Retries `body` until it returns true or `timeout` passes (which bounds only a failing run).
+func becomesTrue(within timeout: Duration = .seconds(300), _ body: () throws -> Bool) throws -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if try body() { return true }

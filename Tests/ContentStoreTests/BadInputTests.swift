@@ -1,9 +1,10 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// Rule 6: bad input gets a clear error and changes nothing.
-@Suite struct BadInputTests {
+@Suite(.blocking) struct BadInputTests {
     enum BadKey: String, CaseIterable, Sendable {
         case empty, tooLong, withNUL
         var key: String {

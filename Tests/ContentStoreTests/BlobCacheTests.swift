@@ -3,9 +3,10 @@ import Foundation
 import Synchronization
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// The read cache: bounded, evicting by second chance, holding only verified bytes.
-@Suite struct BlobCacheTests {
+@Suite(.blocking) struct BlobCacheTests {
     /// A hit is served from memory, where the pack's damage cannot reach it; once the blob leaves the
     /// cache, the next get reads the pack again, re-hashes it and reports the damage.
     @Test(arguments: [true, false])

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
-@Suite struct BlobTests {
+@Suite(.blocking) struct BlobTests {
     enum Content: String, CaseIterable, Sendable {
         case empty, oneByte, randomMiB, compressible10MiB
         func data() -> Data {
@@ -187,7 +188,7 @@ import Testing
     }
 }
 
-@Suite struct BlobImportTests {
+@Suite(.blocking) struct BlobImportTests {
     @Test func importFollowsTheCallersSymlinks() throws {
         let dir = TemporaryDirectory()
         let store = try Store(at: dir.store, configuration: .testing())
@@ -210,7 +211,7 @@ import Testing
     }
 }
 
-@Suite struct NoOpTransactionTests {
+@Suite(.blocking) struct NoOpTransactionTests {
     @Test func anUnchangedRewriteReturnsOnlyOnceWhatItSawIsDurable() throws {
         let dir = TemporaryDirectory()
         let store = try Store(at: dir.store, configuration: .testing(durability: .full))

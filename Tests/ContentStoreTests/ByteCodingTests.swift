@@ -1,10 +1,11 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// Known answers for the engine's byte coding, which every format (the engine's and the facades')
 /// stands on: a change here changes stored bytes.
-@Suite struct ByteCodingTests {
+@Suite(.blocking) struct ByteCodingTests {
     /// Unsigned LEB128, as Docs/warehouse.md gives it: seven bits a byte, least significant first.
     static let varints: [(UInt64, [UInt8])] = [
         (0, [0x00]),

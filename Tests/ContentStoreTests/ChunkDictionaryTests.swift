@@ -2,9 +2,10 @@ import Foundation
 import Synchronization
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// Chunks compressed with a zstd dictionary kept in their pack (Docs/chunking.md#dictionaries).
-@Suite struct ChunkDictionaryTests {
+@Suite(.blocking) struct ChunkDictionaryTests {
     /// The small chunks of LargeBlobTests: a dictionary is trained on 128 KiB of new chunks.
     static func configuration(clock: TestClock? = nil) -> Store.Configuration {
         LargeBlobTests.configuration(clock: clock)

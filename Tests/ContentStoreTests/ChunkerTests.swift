@@ -1,5 +1,6 @@
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// Deterministic test inputs: SplitMix64 outputs written little-endian, so the bytes are the same on
 /// every platform and can be regenerated from the seed (see `Docs/chunking.md`).
@@ -83,7 +84,7 @@ private let smallParameters = ChunkingParameters(minimumSize: 64, averageSize: 2
 private let tightParameters = ChunkingParameters(minimumSize: 1000, averageSize: 4096, maximumSize: 5000)
 private let largeParameters = ChunkingParameters(minimumSize: 4096, averageSize: 16384, maximumSize: 65536)
 
-@Suite("Chunker")
+@Suite("Chunker", .blocking)
 struct ChunkerTests {
     // MARK: Determinism of the building blocks
 

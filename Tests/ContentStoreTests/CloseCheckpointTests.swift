@@ -5,10 +5,11 @@ import Foundation
 import Synchronization
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// `close` checkpoints a long log (LocalEngine.checkpointBeforeClosing), so the next open replays
 /// little; a short log is left for replay; a fault or power cut during that checkpoint loses nothing.
-@Suite struct CloseCheckpointTests {
+@Suite(.blocking) struct CloseCheckpointTests {
     /// Closing checkpoints from 64 KiB of log on.
     static func configuration() -> Store.Configuration {
         var configuration = Store.Configuration.testing(durability: .full)

@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// A durable commit carries the few pack bytes it relies on in its WAL batch instead of syncing the
 /// pack (Docs/durability.md): one sync per small commit. These tests count the syncs through the
 /// power-cut model and check that recovery writes the carried bytes back.
-@Suite("Commit path: pack bytes in the WAL")
+@Suite("Commit path: pack bytes in the WAL", .blocking)
 struct CommitPathTests {
     /// A store on ``PowerCutFileIO``, durable commits.
     struct Fixture {

@@ -2,8 +2,9 @@ import Foundation
 import Synchronization
 import Testing
 @testable import ContentStore
+import TestThreads
 
-@Suite struct ConcurrencyTests {
+@Suite(.blocking) struct ConcurrencyTests {
     @Test(arguments: [Store.Durability.none, .full])
     func eightThreadsPuttingAndCommittingMatchTheSerialModel(durability: Store.Durability) throws {
         let dir = TemporaryDirectory()

@@ -2,10 +2,11 @@ import Foundation
 import Logging
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// The control socket's life in one process; Tests/contentstoreTests/LiveMaintenanceTests.swift has
 /// the commands in other processes.
-@Suite struct ControlSocketTests {
+@Suite(.blocking) struct ControlSocketTests {
     @Test func socketExistsWhileOpenWithModeSixHundred() throws {
         let dir = TemporaryDirectory()
         let store = try Store(at: dir.store, configuration: .testing())

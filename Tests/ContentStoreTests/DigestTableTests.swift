@@ -1,6 +1,7 @@
 import Testing
 
 @testable import ContentStore
+import TestThreads
 
 private func digest(_ w0: UInt64, _ w1: UInt64, _ w2: UInt64, _ w3: UInt64) -> Digest {
     withUnsafeBytes(of: (w0.bigEndian, w1.bigEndian, w2.bigEndian, w3.bigEndian)) { Digest(bytes: $0) }
@@ -39,7 +40,7 @@ private final class Tracked: Sendable {
     init(_ n: Int) { self.n = n }
 }
 
-@Suite struct DigestTableTests {
+@Suite(.blocking) struct DigestTableTests {
     @Test func matchesDictionaryModel() {
         var random = SeededRandom(seed: 0xD16E57)
         var table = DigestTable<Int>(seed: 1)

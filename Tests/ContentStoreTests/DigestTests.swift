@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
-@Suite struct DigestTests {
+@Suite(.blocking) struct DigestTests {
     static let vectors: [(input: [UInt8], hex: String)] = [
         ([], "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
         (Array("abc".utf8), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),

@@ -2,13 +2,14 @@ import Foundation
 import Synchronization
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// The event count committers sleep on. Linux runs the futex path; `make test` stresses the
 /// condition-variable path other platforms use (Tests/Portability), and these tests run on it with
 /// `swift test -Xcc -DCS_EVENT_CONDVAR --filter EventCountTests`.
 /// A lost wake-up leaves a waiter asleep, so each test waits for its threads with a deadline, then
 /// notifies once more to let any stuck waiter go before failing.
-@Suite struct EventCountTests {
+@Suite(.blocking) struct EventCountTests {
     private final class Counter: Sendable {
         let value = Atomic<Int>(0)
     }
@@ -53,7 +54,7 @@ import Testing
             event.notifyAll()
             if value % 64 == 0 { sched_yield() }
         }
-        #expect(finished(waiters, within: 60, releasing: event))
+        #expect(finished(waiters, within: 300, releasing: event))
     }
 
     /// A notification between taking the key and waiting makes the wait return instead of sleeping.
@@ -62,13 +63,13 @@ import Testing
         let key = event.key
         event.notifyAll()
         let waiter = startThreads(1) { _ in event.wait(key) }
-        #expect(finished(waiter, within: 10, releasing: event))
+        #expect(finished(waiter, within: 300, releasing: event))
     }
 
     /// A timed wait that nobody notifies returns once its time is up.
     @Test func aTimedWaitReturnsUnnotified() {
         let event = EventCount()
         let waiter = startThreads(1) { _ in event.wait(event.key, timeoutNanoseconds: 5_000_000) }
-        #expect(finished(waiter, within: 10, releasing: event))
+        #expect(finished(waiter, within: 300, releasing: event))
     }
 }

@@ -1,10 +1,11 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// Known-answer vectors for the on-disk format, computed independently (a Python script implementing
 /// Docs/on-disk-format.md). A change here is a format change: bump the version and migrate.
-@Suite struct FormatTests {
+@Suite(.blocking) struct FormatTests {
     static let hello = Digest.sha256(Data("hello".utf8))
 
     func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }

@@ -3,12 +3,13 @@ import Foundation
 import Synchronization
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// Writers putting and re-referencing blobs, readers walking snapshots, and a collector running in
 /// a loop, all at once; afterwards everything referenced reads back intact and verify is clean.
 ///
 /// Runs `CONTENTSTORE_SOAK_SECONDS` (default 5; `make gc-soak` runs it for minutes).
-@Suite struct GarbageCollectionSoakTests {
+@Suite(.blocking) struct GarbageCollectionSoakTests {
     static let seconds = min(3600, Double(ProcessInfo.processInfo.environment["CONTENTSTORE_SOAK_SECONDS"] ?? "") ?? 5)
     static let writers = 4
     static let keysPerWriter = 40

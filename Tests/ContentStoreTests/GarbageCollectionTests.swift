@@ -3,9 +3,10 @@ import Foundation
 import Synchronization
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// Collection: grace period, freshening, dry run, pack rewriting, snapshots, races with writers.
-@Suite struct GarbageCollectionTests {
+@Suite(.blocking) struct GarbageCollectionTests {
     /// Collection walks this set; a bulk load passes every blob through it (unreferenced from its
     /// put to its commit), and it must not keep the room for all of them afterwards.
     @Test func theUnreferencedSetShrinksOnceABulkLoadIsReferenced() {
@@ -476,8 +477,9 @@ extension Store.Configuration {
     }
 }
 
-/// Polls `condition` until it holds or `timeout` passes.
-func waitUntil(timeout: TimeInterval = 10, _ condition: () -> Bool) -> Bool {
+/// Polls `condition` until it holds or `timeout` passes: the timeout bounds only how long a failing
+/// run takes, so a loaded machine does not fail a passing one.
+func waitUntil(timeout: TimeInterval = 300, _ condition: () -> Bool) -> Bool {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
         if condition() { return true }

@@ -1,10 +1,11 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// The blob index an open restores from a checkpoint keeps room for the puts that follow (issue 19:
 /// sized exactly, the first put after opening a million-blob store grew the whole table).
-@Suite struct IndexHeadroomTests {
+@Suite(.blocking) struct IndexHeadroomTests {
     @Test(arguments: [0, 3_000, 200_000])
     func aRestoredIndexTakesItsHeadroomOfPutsWithoutGrowing(count: Int) {
         let digests = (0 ..< count).map { Digest.sha256(Data("restored \($0)".utf8)) }

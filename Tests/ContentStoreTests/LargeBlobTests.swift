@@ -2,10 +2,11 @@ import Foundation
 import Synchronization
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// Chunked blobs: content above the chunking threshold is stored as content-defined chunks under a
 /// manifest tree, behind one digest (Docs/chunking.md).
-@Suite struct LargeBlobTests {
+@Suite(.blocking) struct LargeBlobTests {
     /// Small chunks and threshold, so a few MiB make a tree of several levels.
     static let small: ChunkingParameters = ChunkingParameters(minimumSize: 256, averageSize: 1024, maximumSize: 4096)
 

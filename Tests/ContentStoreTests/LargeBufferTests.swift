@@ -2,9 +2,10 @@ import Foundation
 import Testing
 
 @testable import ContentStore
+import TestThreads
 
 /// The checkpoint load's body buffer: bytes appended in place, growth, and a fill that throws.
-@Suite struct LargeBufferTests {
+@Suite(.blocking) struct LargeBufferTests {
     struct Refused: Error {}
 
     @Test func appendsInPlaceAndGrowsKeepingTheBytes() throws {

@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// Large whole blobs (issue 19's megabyte values): the compression probe that stores them raw when
 /// they barely compress, the in-place read of raw entries, and one test per claim of
 /// Docs/durability.md's "What each read detects".
-@Suite struct LargeValueTests {
+@Suite(.blocking) struct LargeValueTests {
     /// A blob of `size` bytes whose probe samples (``LocalEngine/compressionProbeSamples`` evenly
     /// spread stretches of ``LocalEngine/compressionProbeSampleSize``) are random and whose other
     /// bytes are zeros: it compresses well, but not where the probe looks.

@@ -1,9 +1,10 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// Statistics and verification: what they count, what damage they find, how they report it.
-@Suite struct MaintenanceTests {
+@Suite(.blocking) struct MaintenanceTests {
     @Test func statisticsCountDeduplicationAndCompression() throws {
         let dir = TemporaryDirectory()
         let store = try Store(at: dir.store, configuration: .testing())

@@ -1,10 +1,11 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// Known-answer vectors for the formats of chunked blobs (Docs/on-disk-format.md), computed
 /// independently (a Python script implementing that page).
-@Suite struct ManifestFormatTests {
+@Suite(.blocking) struct ManifestFormatTests {
     static let hello = Digest.sha256(Data("hello".utf8))
     static let empty = Digest.sha256(Data())
     static let node = ManifestNode(level: 0, entries: [.init(digest: hello, length: 5), .init(digest: empty, length: 7)])

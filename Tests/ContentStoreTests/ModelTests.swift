@@ -1,10 +1,11 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// Seeded random operations against the store and an in-memory model of records and reference
 /// counts, with reopens, checkpoints and collections in between.
-@Suite struct ModelTests {
+@Suite(.blocking) struct ModelTests {
     struct Model {
         var records: [String: Record] = [:]
         var blobs: [Digest: Data] = [:]

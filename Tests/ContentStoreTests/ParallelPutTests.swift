@@ -2,10 +2,11 @@ internal import CZstd
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// The large whole-blob put on two cores (issue 19): the digest computed on the helper while the
 /// caller probes, and compression by zstd's workers into one ordinary frame (Docs/on-disk-format.md).
-@Suite struct ParallelPutTests {
+@Suite(.blocking) struct ParallelPutTests {
     /// Sizes around the probe's minimum and the parallel job size, up to the largest whole blob.
     static let sizes = [LocalEngine.compressionProbeMinimumSize - 1, LocalEngine.compressionProbeMinimumSize,
                         Zstd.parallelJobSize, Zstd.parallelJobSize + 1, 1 << 20]

@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// A verified read of a large compressed blob hashes what zstd has decoded while it decodes the rest
 /// (issue 19): the same bytes hashed, the same damage refused (LargeValueTests' damage tests cover
 /// the store's reads of compressed 1 MiB entries with it).
-@Suite struct PipelinedVerificationTests {
+@Suite(.blocking) struct PipelinedVerificationTests {
     static func frame(of data: [UInt8]) throws -> [UInt8] {
         var frame = [UInt8](repeating: 0, count: data.count)
         let length = try #require(data.withUnsafeBytes { source in frame.withUnsafeMutableBytes { Zstd.compress(source, into: $0, level: 3) } })

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
-@Suite struct RecordTests {
+@Suite(.blocking) struct RecordTests {
     /// A record keeps one reference inline and others in an array: no form shows through
     /// `references`, equality or hashing, and mutating `references` in place works in every form.
     @Test func referencesBehaveTheSameInEveryLayout() {

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
-@Suite struct RecoveryTests {
+@Suite(.blocking) struct RecoveryTests {
     /// Frames of a WAL segment: (offset, end, kind).
     func frames(of segment: URL) throws -> [(offset: Int, end: Int, kind: UInt8)] {
         let bytes = try Data(contentsOf: segment)

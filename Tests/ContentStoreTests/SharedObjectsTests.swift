@@ -2,10 +2,11 @@ import Foundation
 import Synchronization
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// The one registry of the state facade objects share: one live object per key, made once, made
 /// anew only after the last one has finished going away.
-@Suite struct SharedObjectsTests {
+@Suite(.blocking) struct SharedObjectsTests {
     /// A shared object that counts itself and can take its time going away.
     final class Probe: Sendable {
         let key: SharedObjects.Key
@@ -125,30 +126,48 @@ import Testing
 
     /// A slow make (a store's recovery) holds up opens of its own key only: another key's object is
     /// made meanwhile, and a second open of the slow key gets the one object made for it.
-    @Test(.timeLimit(.minutes(1))) func aSlowMakeDelaysOnlyItsOwnKey() async throws {
+    ///
+    /// The slow make lasts until the other key's object is made. Were that open to wait for the slow
+    /// make, the make gives up waiting after `patience` and the test fails on the order instead of
+    /// hanging; a loaded machine only makes the passing run slower (everything runs on threads of
+    /// its own, and no step waits for a fixed time).
+    @Test func aSlowMakeDelaysOnlyItsOwnKey() throws {
+        let patience: DispatchTimeInterval = .seconds(300)
         let slowKey = SharedObjects.Key(Probe.self, name: Self.uniqueName())
         let otherKey = SharedObjects.Key(Probe.self, name: Self.uniqueName())
-        let making = Atomic(false), releaseMake = Atomic(false), makes = Atomic(0)
+        let making = DispatchSemaphore(value: 0), otherMade = DispatchSemaphore(value: 0)
+        let makes = Atomic(0), otherMadeDuringTheSlowMake = Atomic(false), slowKeyOpenedMeanwhile = Atomic(false)
         let made = Mutex<[Probe]>([])
         let make: @Sendable () -> Probe = {
             makes.add(1, ordering: .relaxed)
-            making.store(true, ordering: .sequentiallyConsistent)
-            while !releaseMake.load(ordering: .sequentiallyConsistent) { usleep(100) }
+            making.signal()
+            otherMadeDuringTheSlowMake.store(otherMade.wait(timeout: .now() + patience) == .success, ordering: .relaxed)
             return Probe(key: slowKey)
         }
+        let finished = DispatchGroup()
+        func thread(_ body: @escaping @Sendable () -> Void) -> Thread {
+            finished.enter()
+            return Thread { body(); finished.leave() }
+        }
         let openers = (0 ..< 2).map { _ in
-            Thread { let probe = SharedObjects.object(for: slowKey, make: make); made.withLock { $0.append(probe) } }
+            thread { let probe = SharedObjects.object(for: slowKey, make: make); made.withLock { $0.append(probe) } }
         }
         openers[0].start()
-        while !making.load(ordering: .sequentiallyConsistent) { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(making.wait(timeout: .now() + patience) == .success, "the first open of the slow key started its make")
         openers[1].start()
-        let other = SharedObjects.object(for: otherKey) { Probe(key: otherKey) }
-        #expect(other.key == otherKey)
-        #expect(made.withLock { $0.isEmpty })
-        releaseMake.store(true, ordering: .sequentiallyConsistent)
-        while made.withLock({ $0.count }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
+        thread {
+            let other = SharedObjects.object(for: otherKey) { Probe(key: otherKey) }
+            slowKeyOpenedMeanwhile.store(made.withLock { !$0.isEmpty }, ordering: .relaxed)
+            otherMade.signal()
+            withExtendedLifetime(other) {}
+        }.start()
+        try #require(finished.wait(timeout: .now() + .seconds(900)) == .success, "every open returned")
+
+        let otherFirst = otherMadeDuringTheSlowMake.load(ordering: .relaxed), slowKeyEarly = slowKeyOpenedMeanwhile.load(ordering: .relaxed)
+        #expect(otherFirst, "the other key's object was made while the slow make ran")
+        #expect(!slowKeyEarly, "no open of the slow key returned before its make did")
         let both = made.withLock { $0 }
-        #expect(ObjectIdentifier(both[0]) == ObjectIdentifier(both[1]))
+        #expect(both.count == 2 && ObjectIdentifier(both[0]) == ObjectIdentifier(both[1]))
         #expect(makes.load(ordering: .relaxed) == 1)
     }
 

@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// Small whole blobs are compressed with a longer shortest match (``LocalEngine/smallBlobMinimumMatch``)
 /// so that their frames decode faster; larger ones with the level's own parameters. Either way the
 /// pack holds an ordinary zstd frame.
-@Suite struct SmallBlobCompressionTests {
+@Suite(.blocking) struct SmallBlobCompressionTests {
     /// The frame `Zstd` makes of `bytes` at level 3, with `minimumMatch` when given.
     private func frame(_ bytes: Data, minimumMatch: Int?) throws -> [UInt8] {
         try bytes.withUnsafeBytes { source in

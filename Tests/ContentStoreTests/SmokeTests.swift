@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
-@Suite struct SmokeTests {
+@Suite(.blocking) struct SmokeTests {
     @Test func roundTripAcrossReopen() throws {
         let dir = TemporaryDirectory()
         let digest: Digest

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import ContentStore
+import TestThreads
 
 /// Deterministic, so a failing seed reproduces.
 /// Mixes ASCII and non-ASCII keys so ordering is exercised beyond plain bytes.
@@ -67,7 +68,7 @@ private func height(_ map: SortedMap<String, Int>) -> Int {
     return levels
 }
 
-@Suite("SortedMap")
+@Suite("SortedMap", .blocking)
 struct SortedMapTests {
     /// Random inserts, updates and removals against a Dictionary, then removal of whatever is
     /// left. The insert share falls from 85% to 5% and most removals aim at keys inserted
@@ -397,7 +398,7 @@ struct SortedMapTests {
     }
 }
 
-@Suite struct SortedMapPrefixEdgeTests {
+@Suite(.blocking) struct SortedMapPrefixEdgeTests {
     @Test func aCombiningMarkBetweenMatchesDoesNotHideLaterMatches() {
         var map = SortedMap<String, Int>()
         for (i, key) in ["e", "ez", "e\u{20DD}", "e一", "f"].enumerated() { map.updateValue(i, forKey: key) }

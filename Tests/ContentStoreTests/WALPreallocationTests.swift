@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// The zeros the writer extends the last WAL segment by, ahead of its batches (Docs/durability.md):
 /// where they may be, and that recovery reads them, and whatever a crash left among them, as the end
 /// of the log without dropping a commit or ever replaying stale frames.
-@Suite struct WALPreallocationTests {
+@Suite(.blocking) struct WALPreallocationTests {
     /// Where the frames of `bytes` end (at the first one that does not read) and its salt.
     func framesEnd(_ bytes: [UInt8]) throws -> (end: Int, salt: UInt32) {
         try bytes.withUnsafeBytes { raw in

@@ -2,8 +2,9 @@ import ContentStore
 import Foundation
 import Testing
 @testable import Persist
+import TestThreads
 
-@Suite struct PersisterTests {
+@Suite(.blocking) struct PersisterTests {
     @Test func savedEntitiesAreFetchedByIDAndAllSortedByID() throws {
         let fixture = try Fixture()
         let ids = [UUID.numbered(3), .numbered(1), .numbered(2)]

@@ -2,9 +2,10 @@ import ContentStore
 import Foundation
 import Testing
 @testable import Persist
+import TestThreads
 
 /// The byte layout Docs/persist.md gives, as known answers, and what malformed values become.
-@Suite struct RecordLayoutTests {
+@Suite(.blocking) struct RecordLayoutTests {
     @Test func recordsEncodeAsDocumented() throws {
         let body = Digest.sha256(Data("{}".utf8))
         let entity = EntityRecord(entityName: "Budget", body: body).record

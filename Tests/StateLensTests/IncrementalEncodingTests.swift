@@ -2,10 +2,11 @@ import Foundation
 import MetricsTestKit
 import Testing
 @testable import StateLens
+import TestThreads
 
 /// An update stores only what it changed: the parts of the state it did not touch are neither
 /// encoded, hashed nor put again.
-@Suite struct IncrementalEncodingTests {
+@Suite(.blocking) struct IncrementalEncodingTests {
     /// A store whose puts are counted (every `put` call, a deduplicated one too).
     private func countingStore(_ directory: TemporaryDirectory, _ metrics: TestMetrics) throws -> Store {
         var configuration = Store.Configuration()

@@ -1,6 +1,7 @@
 import Foundation
 import StateLens
 import Testing
+import TestThreads
 
 struct Item: Codable, Sendable, Equatable {
     var id: Int
@@ -25,7 +26,7 @@ struct Catalog: Codable, Sendable, Equatable {
     }
 }
 
-@Suite struct LargeStateTests {
+@Suite(.blocking) struct LargeStateTests {
     @Test func updatingOneFieldOfALargeStateStoresOnlyAFewSmallParts() throws {
         let fixture = try Fixture()
         let state = try LensStore(store: fixture.store, name: "catalog", default: Catalog())
@@ -130,7 +131,7 @@ extension LargeStateTests {
 }
 
 /// Values of every kind JSON has, through the canonical encoder and back through `JSONDecoder`.
-@Suite struct CanonicalFormTests {
+@Suite(.blocking) struct CanonicalFormTests {
     enum Kind: Codable, Sendable, Equatable { case plain, tagged(String, count: Int) }
 
     struct Everything: Codable, Sendable, Equatable {

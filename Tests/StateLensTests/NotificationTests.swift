@@ -123,10 +123,20 @@ import Testing
         }
         writer.start()
         inBody.wait()
-        let started = ContinuousClock.now
-        for _ in 0 ..< 10_000 { #expect(state.value.counter == 1) }
-        #expect(ContinuousClock.now - started < .seconds(5))
+        // The reads run on a thread of their own while the writer is held; a read that waited for
+        // the writer would wait until the writer is released after `patience`, and the test fails
+        // on the order rather than hanging (no wall-clock bound on a loaded machine).
+        let readsDone = DispatchSemaphore(value: 0)
+        let readValues = Mutex<[Int]>([])
+        Thread {
+            for _ in 0 ..< 10_000 { let counter = state.value.counter; readValues.withLock { $0.append(counter) } }
+            readsDone.signal()
+        }.start()
+        let readWhileHeld = readsDone.wait(timeout: .now() + .seconds(300)) == .success
         release.signal()
+        #expect(readWhileHeld, "the reads finished while the writer held its transaction")
+        if !readWhileHeld { readsDone.wait() }
+        #expect(readValues.withLock { $0.count == 10_000 && $0.allSatisfy { $0 == 1 } })
         while state.value.counter != 2 { usleep(1000) }
     }
 

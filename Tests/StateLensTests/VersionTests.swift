@@ -1,6 +1,7 @@
 import Foundation
 import StateLens
 import Testing
+import TestThreads
 
 /// A state with a large text: its versions are blobs of their own.
 struct Document: Codable, Sendable, Equatable {
@@ -8,7 +9,7 @@ struct Document: Codable, Sendable, Equatable {
     var body = ""
 }
 
-@Suite struct VersionTests {
+@Suite(.blocking) struct VersionTests {
     static func configuration(kept: Int) -> LensStore<Document>.Configuration {
         var configuration = LensStore<Document>.Configuration()
         configuration.keptVersions = kept
@@ -71,7 +72,7 @@ struct Document: Codable, Sendable, Equatable {
     }
 }
 
-@Suite struct MigrationTests {
+@Suite(.blocking) struct MigrationTests {
     struct Old: Codable, Sendable, Equatable { var name = "" ; var count = 0 }
     struct New: Codable, Sendable, Equatable { var title: String; var count: Int }
 

@@ -145,7 +145,7 @@ struct SyncBlobTests {
         var request = HTTPClientRequest(url: url.absoluteString)
         request.method = .POST
         request.body = .bytes(ByteBuffer(bytes: body))
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(120))
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(300))
         let answer = try await response.body.collect(upTo: 1 << 20)
         return (Int(response.status.code), Data(answer.readableBytesView))
     }
@@ -154,7 +154,7 @@ struct SyncBlobTests {
         var request = HTTPClientRequest(url: url.absoluteString + "/v1/blobs/\(digest.hex)")
         request.method = .PUT
         request.body = .bytes(ByteBuffer(bytes: data))
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(20))
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(300))
         _ = try await response.body.collect(upTo: 1 << 20)
         return Int(response.status.code)
     }

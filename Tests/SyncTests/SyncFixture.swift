@@ -50,13 +50,17 @@ final class SyncFixture: @unchecked Sendable {
         try SyncClient(local: store, clientID: clientID, configuration: Self.configuration(configure), transport: transport)
     }
 
+    /// The tests' request timeout: only a hung request reaches it. On a loaded machine a shorter
+    /// one (the default is 60 s) turns a slow request into a retry, which re-sends its bytes, and the
+    /// byte and request counts tests assert assume none.
+    static let requestTimeout: Duration = .seconds(300)
+
     static func configuration(_ configure: (inout SyncConfiguration) -> Void) -> SyncConfiguration {
         var configuration = SyncConfiguration()
         configuration.syncsAutomatically = false
         configuration.retries = 2
         configuration.initialBackoff = .milliseconds(20)
-        // requestTimeout stays at its default (60 s): on a loaded machine a shorter one turns a slow
-        // request into a retry, which re-sends its bytes, and the byte counts tests assert assume none.
+        configuration.requestTimeout = requestTimeout
         configure(&configuration)
         return configuration
     }
@@ -93,7 +97,7 @@ final class HookedTransport: SyncTransport, @unchecked Sendable {
     let pushes = Atomic<Int>(0)
 
     init(_ url: URL, token: String? = nil, afterPush: (@Sendable () async -> Bool)?) {
-        base = HTTPTransport(server: url, token: token, timeout: .seconds(20))
+        base = HTTPTransport(server: url, token: token, timeout: SyncFixture.requestTimeout)
         self.afterPush = Mutex(afterPush)
     }
 
@@ -116,8 +120,9 @@ final class HookedTransport: SyncTransport, @unchecked Sendable {
     }
 }
 
-/// Polls `condition` until it holds or `timeout` passes.
-func eventually(timeout: Duration = .seconds(15), _ condition: () throws -> Bool) async throws -> Bool {
+/// Polls `condition` until it holds or `timeout` passes. The timeout only bounds how long a test
+/// that is going to fail takes to do so: a loaded machine must not fail one that is not.
+func eventually(timeout: Duration = .seconds(300), _ condition: () throws -> Bool) async throws -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if try condition() { return true }
@@ -132,7 +137,7 @@ final class CountingTransport: SyncTransport, @unchecked Sendable {
     private let requests = Mutex<[String]>([])
 
     init(_ url: URL) {
-        base = HTTPTransport(server: url, token: nil, timeout: .seconds(20))
+        base = HTTPTransport(server: url, token: nil, timeout: SyncFixture.requestTimeout)
     }
 
     /// Requests whose "METHOD /path" is `endpoint`, or starts with it when it ends in "/".

@@ -11,7 +11,7 @@ struct SyncSecurityTests {
         let server = try await fixture.startServer(try fixture.store("server")) { $0.tokens = ["s3cret", "other"] }
         defer { Task { await server.stop() } }
         for path in ["/v1/pull", "/v1/events", "/v1/blobs/\(Digest.sha256(Data()).hex)"] {
-            let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: server.url.absoluteString + path), timeout: .seconds(20))
+            let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: server.url.absoluteString + path), timeout: .seconds(300))  // SyncFixture.requestTimeout
             #expect(response.status.code == 401, "\(path)")
             #expect(response.headers["WWW-Authenticate"].first == "Bearer")
         }

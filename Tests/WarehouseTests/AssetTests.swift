@@ -1,9 +1,10 @@
 import Foundation
 import Testing
 @testable import Warehouse
+import TestThreads
 
 /// Project assets, step assets, asset names, importing a directory and exporting.
-@Suite struct AssetTests {
+@Suite(.blocking) struct AssetTests {
     static let invalidNames = ["", "/abs", "/", "a//b", "a/", "./a", "a/.", "..", "../x", "a/../b", ".", "nul\u{0}name"]
     static let validNames = ["a", "a.png", ".hidden", "dir/sub/file.bin", "..a", "a..", "spaces are fine", "ünïcødé/文件", "a\\b"]
 
@@ -226,7 +227,7 @@ import Testing
 
 /// Asset names read back from a store are validated again: a forged store (names written around
 /// the Warehouse API) must not make an export write outside its directory.
-@Suite struct ForgedStoreTests {
+@Suite(.blocking) struct ForgedStoreTests {
     @Test(arguments: ["../escape", "a/../../escape", "/absolute-escape", "a//b", "./x", "nul\u{0}name", ""])
     func exportRefusesAForgedAssetNameAndWritesNothing(name: String) throws {
         let fixture = try Fixture()

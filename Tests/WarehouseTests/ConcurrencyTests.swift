@@ -3,9 +3,10 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Warehouse
+import TestThreads
 
 /// Many threads at once.
-@Suite struct ConcurrencyTests {
+@Suite(.blocking) struct ConcurrencyTests {
     @Test func eightThreadsUpdateDifferentProjects() throws {
         let fixture = try Fixture()
         let storage = fixture.storage

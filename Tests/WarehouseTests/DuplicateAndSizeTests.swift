@@ -1,9 +1,10 @@
 import Foundation
 import Testing
 @testable import Warehouse
+import TestThreads
 
 /// Duplicating projects, sizes, and collection of a deleted project's blobs.
-@Suite struct DuplicateAndSizeTests {
+@Suite(.blocking) struct DuplicateAndSizeTests {
     /// A project with user data, a project asset and two steps (one with a directory asset).
     func makeProject(_ fixture: Fixture) throws -> UUID {
         let id = try fixture.storage.createProject()

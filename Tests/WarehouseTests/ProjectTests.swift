@@ -1,9 +1,10 @@
 import Foundation
 import Testing
 @testable import Warehouse
+import TestThreads
 
 /// Create, list, fetch, delete, dates, bundle IDs and opening by base URL.
-@Suite struct ProjectTests {
+@Suite(.blocking) struct ProjectTests {
     @Test func newProjectIsEmpty() throws {
         let clock = TestClock()
         let fixture = try Fixture(clock: clock)

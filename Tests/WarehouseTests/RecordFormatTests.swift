@@ -1,9 +1,10 @@
 import Foundation
 import Testing
 @testable import Warehouse
+import TestThreads
 
 /// The record encodings of Docs/warehouse.md.
-@Suite struct RecordFormatTests {
+@Suite(.blocking) struct RecordFormatTests {
     @Test func projectRecordBytes() throws {
         let step = UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF")!
         let digest = Digest.sha256(Data("u".utf8))

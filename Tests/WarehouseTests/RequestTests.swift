@@ -1,9 +1,10 @@
 import Foundation
 import Testing
 @testable import Warehouse
+import TestThreads
 
 /// `ProjectUpdateRequest.undo/redo/addStep` construction, without a store.
-@Suite struct RequestConstructionTests {
+@Suite(.blocking) struct RequestConstructionTests {
     static let ids = (0 ..< 4).map { _ in UUID() }
 
     /// (cursor, step count) pairs: empty, cursor at 0, in the middle, at the end.

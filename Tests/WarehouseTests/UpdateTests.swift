@@ -1,9 +1,10 @@
 import Foundation
 import Testing
 @testable import Warehouse
+import TestThreads
 
 /// `update`: insertion, deletion, cursor, user data, validation and atomicity.
-@Suite struct UpdateTests {
+@Suite(.blocking) struct UpdateTests {
     @Test func addStepsInsertsAtTheCursorAndMovesIt() throws {
         let fixture = try Fixture()
         let id = try fixture.storage.createProject()

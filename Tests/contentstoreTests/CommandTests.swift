@@ -2,9 +2,10 @@ import Foundation
 import Testing
 @testable import ContentStore
 @testable import contentstore
+import TestThreads
 
 /// The built binary, run end to end: results, JSON fields, exit codes.
-@Suite struct CommandTests {
+@Suite(.blocking) struct CommandTests {
     @Test func gcVerifyAndStatsPrintTheDocumentedJSON() throws {
         let dir = ScratchDirectory()
         try makeStore(at: dir.store, count: 6, garbage: 3)

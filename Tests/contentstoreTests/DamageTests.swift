@@ -1,9 +1,10 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// Injected damage makes `verify` exit 2 and name what is damaged.
-@Suite struct DamageTests {
+@Suite(.blocking) struct DamageTests {
     @Test func aBitFlipInAPackEntryIsFoundAndNamed() throws {
         let dir = ScratchDirectory()
         let blobs = try makeStore(at: dir.store, count: 4)

@@ -1,13 +1,14 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// A process killed with SIGKILL at random moments while it collects garbage: the store opens,
 /// nothing referenced is lost, and the next collection finishes the job.
-@Suite struct GarbageCollectionCrashTests {
+@Suite(.blocking) struct GarbageCollectionCrashTests {
     /// Seconds to keep killing; `CONTENTSTORE_CRASH_SECONDS` raises it for longer runs.
     static let budget = Double(ProcessInfo.processInfo.environment["CONTENTSTORE_CRASH_SECONDS"] ?? "") ?? 8
 

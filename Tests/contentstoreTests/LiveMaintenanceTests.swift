@@ -6,11 +6,12 @@ import Logging
 import Synchronization
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// `contentstore gc|verify|stats|checkpoint` against a store another process holds open: that
 /// process does the work over its control socket (Docs/control-protocol.md). The holder is this test
 /// process; the commands are real child processes.
-@Suite(.serialized) struct LiveMaintenanceTests {
+@Suite(.serialized, .blocking) struct LiveMaintenanceTests {
     /// Commits continuously on a thread of its own, remembering every acknowledged one.
     final class Committer: Sendable {
         let store: Store
@@ -115,7 +116,7 @@ import Testing
         child.standardError = FileHandle.nullDevice
         try child.run()
         let socket = dir.store.appendingPathComponent("control.sock").path
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + .seconds(300)
         while !FileManager.default.fileExists(atPath: socket), ContinuousClock.now < deadline { usleep(10_000) }
         #expect(FileManager.default.fileExists(atPath: socket), "the workload listens")
         kill(child.processIdentifier, SIGKILL)
@@ -196,11 +197,15 @@ import Testing
         while !held.load(ordering: .acquiring) { usleep(1000) }
 
         let child = try CommandLineTool.start(["gc", "--grace", "0", "--store", dir.store.path])
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + .seconds(300)
         while !logs.contains("control request"), ContinuousClock.now < deadline { usleep(5000) }
         #expect(logs.contains("control request"), "the holder received the gc")
         kill(child.pid, SIGINT)
-        usleep(300_000)
+        // The gate opens only once the holder has the cancel: a fixed pause here lost the race on a
+        // loaded machine, and the gc then ran to the end.
+        let cancelDeadline = ContinuousClock.now + .seconds(300)
+        while !logs.contains("control request cancelled by the client"), ContinuousClock.now < cancelDeadline { usleep(5000) }
+        #expect(logs.contains("control request cancelled by the client"), "the holder received the cancel")
         gate.signal()
         verified.wait()
         let outcome = child.wait()

@@ -1,9 +1,10 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// A store held open by another process: every command exits 3 and names the holder.
-@Suite struct LockTests {
+@Suite(.blocking) struct LockTests {
     @Test func everyCommandExitsThreeNamingTheProcess() throws {
         let dir = ScratchDirectory()
         let blobs = try makeStore(at: dir.store, count: 2)

@@ -120,11 +120,17 @@ final class ControlServer: Sendable {
         // A cancel line, or the client going away, cancels; the watcher ends when the connection does.
         let token = CancellationToken()
         let watcherDone = DispatchSemaphore(value: 0)
-        let watcher = Thread {
+        let watcher = Thread { [logger] in
+            var cancelLine = false
             while let line = reader.next() {
-                if (try? JSONDecoder().decode(ControlRequest.self, from: line))?.command == .cancel { break }
+                if (try? JSONDecoder().decode(ControlRequest.self, from: line))?.command == .cancel {
+                    cancelLine = true
+                    break
+                }
             }
             token.cancel()
+            // Logged once the token is cancelled: from this line on the operation stops at its next batch.
+            if cancelLine { logger.info("control request cancelled by the client", metadata: ["command": "\(request.command.rawValue)"]) }
             watcherDone.signal()
         }
         watcher.start()

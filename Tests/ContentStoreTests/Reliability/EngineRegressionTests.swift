@@ -2,10 +2,11 @@ import Foundation
 import Synchronization
 import Testing
 @testable import ContentStore
+import TestThreads
 
 extension Reliability {
     /// One test per engine defect the reliability campaign found (Docs/reliability.md lists them).
-    @Suite("Reliability: engine regressions")
+    @Suite("Reliability: engine regressions", .blocking)
     struct EngineRegressionTests {
         /// Defect: the store directory's own entry was never synced in its parent, so a power cut after
         /// acknowledged commits to a newly created store could take the whole store.

@@ -5,11 +5,12 @@ import Foundation
 import Synchronization
 import Testing
 @testable import ContentStore
+import TestThreads
 
 extension Reliability {
     /// Group commit (Docs/durability.md): committers that wait for the same batch share its sync, its
     /// outcome and its publication.
-    @Suite("Reliability: group commit")
+    @Suite("Reliability: group commit", .blocking)
     struct GroupCommitTests {
         static let followers = 7
 
@@ -40,7 +41,7 @@ extension Reliability {
                             gate.finished.leave()
                         }.start()
                     }
-                    let deadline = Date().addingTimeInterval(30)
+                    let deadline = Date().addingTimeInterval(300)  // bounds only a failing run
                     while store.core.withLock({ $0.state.commitSequence }) < UInt64(1 + GroupCommitTests.followers), Date() < deadline {
                         usleep(1000)
                     }
@@ -180,7 +181,7 @@ extension Reliability {
 }
 
 /// Many durable committers at once, with checkpoints cutting the log under them.
-@Suite struct ConcurrentDurableCommitTests {
+@Suite(.blocking) struct ConcurrentDurableCommitTests {
     /// Each writer reads its own commit as soon as `write` returns (commits are published by batch, not
     /// one by one), every acknowledged commit survives a reopen, and a checkpoint that rotates the log
     /// while leaders wait for the core lock neither deadlocks nor loses a commit.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 extension Reliability {
     /// Every length and count a file states is checked against the bytes that can follow it (or a
@@ -8,7 +9,7 @@ extension Reliability {
     /// encodings claims billions in a file whose checksums are intact (a forgery): the result is
     /// `corrupted`, not an allocation. The fuzz targets explore the same decoders at random; these
     /// pin the extreme values. (Pack entries: `EngineRegressionTests`' forged index tests.)
-    @Suite("Reliability: hostile lengths")
+    @Suite("Reliability: hostile lengths", .blocking)
     struct HostileLengthTests {
         /// A field of a log record or checkpoint body claiming the most its width can say.
         enum Claim: String, CaseIterable, Sendable {

@@ -1,12 +1,13 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// Hostile names: record keys that look like paths never become paths, and files whose names only
 /// resemble the store's own (another spelling of a segment, pack or checkpoint number) are never
 /// taken for them.
 extension Reliability {
-    @Suite("Reliability: hostile keys and file names")
+    @Suite("Reliability: hostile keys and file names", .blocking)
     struct HostileNameTests {
         static let pathLikeKeys = [
             "../escape", "../../etc/passwd", "/absolute", "./dot", ".", "..", "a/../../b", "dir/", "//", "~", "~/x",

@@ -5,6 +5,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import ContentStore
+import TestThreads
 
 extension Reliability {
     /// ENOSPC and EIO injected at every open, write, sync, truncate, rename, unlink and mkdir of the core
@@ -17,7 +18,7 @@ extension Reliability {
     /// prefix holding every acknowledged commit, verifies clean and takes new commits.
     ///
     /// `RELIABILITY_FAULT_STRIDE` faults every n-th call only (default 1: every call).
-    @Suite("Reliability: I/O faults")
+    @Suite("Reliability: I/O faults", .blocking)
     struct IOFaultTests {
         static let errnos: [Int32] = [ENOSPC, EIO]
 

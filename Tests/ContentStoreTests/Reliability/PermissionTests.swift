@@ -4,12 +4,13 @@ import Glibc
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 /// Store directories are 0700 and files 0600 (not widened by the umask's usual 022), and the store
 /// never follows a symlink out of its directory: a symlink where a store directory or file belongs
 /// makes the open fail, and what it points at is left untouched.
 extension Reliability {
-    @Suite("Reliability: permissions and symlinks")
+    @Suite("Reliability: permissions and symlinks", .blocking)
     struct PermissionTests {
         static func mode(_ path: String) -> mode_t {
             var info = stat()

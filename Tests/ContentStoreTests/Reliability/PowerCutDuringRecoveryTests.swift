@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import ContentStore
+import TestThreads
 
 extension Reliability {
     /// Power cuts while recovery itself runs.
@@ -18,7 +19,7 @@ extension Reliability {
     /// to exactly the records recovery showed.
     ///
     /// `RELIABILITY_RECOVERY_STRIDE=n` sweeps recovery from every n-th workload sync point only.
-    @Suite("Reliability: power cut during recovery")
+    @Suite("Reliability: power cut during recovery", .blocking)
     struct PowerCutDuringRecoveryTests {
         @Test(arguments: CoreWorkload.allCases)
         func everySyncOfRecoverySurvivesASecondPowerCut(_ workload: CoreWorkload) async throws {

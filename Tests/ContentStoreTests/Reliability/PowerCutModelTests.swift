@@ -1,10 +1,11 @@
 import Foundation
 import Testing
 @testable import ContentStore
+import TestThreads
 
 extension Reliability {
     /// The power-cut model itself: the sweeps prove only what its images can show.
-    @Suite("Reliability: power-cut model")
+    @Suite("Reliability: power-cut model", .blocking)
     struct PowerCutModelTests {
         /// Names in the image's root, sorted.
         private func names(in image: URL) throws -> [String] {

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import ContentStore
+import TestThreads
 
 extension Reliability {
     /// Power cuts at every sync point of the core workloads.
@@ -15,7 +16,7 @@ extension Reliability {
     /// commit acknowledged before the cut, verify clean with every blob re-hashed, and take new commits.
     ///
     /// `RELIABILITY_POWER_MIXES` sets the number of random mixes per sync point (default 2).
-    @Suite("Reliability: power loss")
+    @Suite("Reliability: power loss", .blocking)
     struct PowerLossTests {
         struct Image {
             var url: URL
