@@ -111,7 +111,14 @@ public final class DataArchive: Sendable {
     /// The key's current value: `(data, .success)`, `(nil, .success)` when the key has no value, or
     /// `(nil, .storeFailure)`. Never creates the key.
     public func get(key: String, completionHandler: @escaping @Sendable (Data?, DataArchiveResult) -> Void) {
-        engine.read(on: .key(key), CurrentValueRead(key: key, completionHandler: completionHandler))
+        engine.read(on: .key(key), { engine in
+            Result { try engine.current(forKey: key) }
+        }, deliver: { result in
+            switch result {
+            case .success(let data): completionHandler(data, .success)
+            case .failure(let error): completionHandler(nil, .storeFailure(error))
+            }
+        })
     }
 
     /// The key's current value converted by `T`: `(value, .success)`; `(nil, .fileNotFound)` when

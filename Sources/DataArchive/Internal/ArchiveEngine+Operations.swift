@@ -85,43 +85,33 @@ extension ArchiveEngine {
     }
 
     /// Runs the read `operation` on `lane` after everything called before it there, then hands its
-    /// result to `deliver` on the same lane of `completions` (see ``read(on:_:)``).
+    /// result to `deliver` on the same lane of `completions` (never on the caller's stack). When
+    /// nothing is queued or running on the lane, the read runs at once on the calling thread, and
+    /// the completion goes to the hand-off thread when it is free (``deliverPromptly(on:_:)``).
     func read<R: Sendable>(
         on lane: Lane, _ operation: @escaping @Sendable (ArchiveEngine) -> R, deliver: @escaping @Sendable (R) -> Void
     ) {
-        read(on: lane, ClosureRead(operation: operation, delivery: deliver))
-    }
-
-    /// Runs `request`'s read on `lane` after everything called before it there, then delivers its
-    /// result on the same lane of `completions` (never on the caller's stack). When nothing is queued
-    /// or running on the lane, the read runs at once on the calling thread, and the completion goes
-    /// to a hand-off thread when one is free (``deliverPromptly(on:_:)``); the only allocation is
-    /// then the box of that completion.
-    func read<Request: CallbackRead>(on lane: Lane, _ request: Request) {
         // The completion is handed on before the lane is released, so it precedes those of later calls.
         let ran = operations.runIfIdle(lane) {
-            let output = request.read(self)
-            return deliverPromptly(on: lane) { request.deliver(output) }
+            let result = operation(self)
+            return deliverPromptly(on: lane) { deliver(result) }
         }
-        guard let ran else {
-            return perform(on: lane, { request.read($0) }, deliver: { request.deliver($0) })
-        }
+        guard let ran else { return perform(on: lane, operation, deliver: deliver) }
         // Waited for after the lane is released: the operations called meanwhile need not wait too.
-        if let ticket = ran { CompletionHandoff.shared.waitBriefly(ticket) }
+        ran?.waitBriefly()
     }
 
-    /// Runs `handler` as the next completion of `lane`: on a hand-off thread when the lane has no
-    /// completion queued or running and a thread is free (returned, for the caller to wait for
+    /// Runs `handler` as the next completion of `lane`: on the hand-off thread when the lane has no
+    /// completion queued or running and the thread is free (returned, for the caller to wait for
     /// briefly), else queued on `completions`. Either way it runs after the lane's earlier
     /// completions and before its later ones, never on the caller's stack.
-    private func deliverPromptly(on lane: Lane, _ handler: @escaping @Sendable () -> Void) -> CompletionHandoff.Ticket? {
+    private func deliverPromptly(on lane: Lane, _ handler: @escaping @Sendable () -> Void) -> CompletionHandoff.Handoff? {
         guard let claim = completions.claimIfIdle(lane) else {
             completions.submit(lane, handler)
             return nil
         }
-        if let ticket = CompletionHandoff.shared.handOff(.init(handler: handler, completions: completions, claim: claim)) {
-            return ticket
-        }
+        let completions = completions
+        if let handoff = CompletionHandoff.shared.handOff({ handler(); completions.release(claim) }) { return handoff }
         // Queued behind the claim, so it runs once the claim ends, before anything submitted later.
         completions.submit(lane, handler)
         completions.release(claim)
