@@ -51,12 +51,16 @@ import TestThreads
         let dir = ScratchDirectory()
         let store = try Store(at: dir.store)
         let garbage = try (0 ..< 50).map { try store.put(Data("garbage \($0)".utf8)) }
-        // Times are whole seconds: garbage is collectable once a commit after it is a second newer.
-        sleep(2)
+        // Times are whole seconds: with a grace of 2 s a blob is collectable once its time is 3 s
+        // older than the collector's, which the garbage is after this pause. The committer's blobs
+        // are seconds younger, so each stays protected between its put and its commit, as rule 3
+        // promises within the grace period (with `--grace 0` a collection that decided in that
+        // window could take one, and the commit would rightly fail with `missingBlob`).
+        sleep(3)
         let committer = Committer(store)
         committer.start()
 
-        let gc = try CommandLineTool.run(["gc", "--grace", "0", "--json", "--store", dir.store.path])
+        let gc = try CommandLineTool.run(["gc", "--grace", "2s", "--json", "--store", dir.store.path])
         #expect(gc.status == 0, "\(gc.stderr)")
         let gcReport = try gc.json()
         #expect((gcReport["blobsRemoved"] as? Int ?? 0) >= 50, "\(gc.output)")
