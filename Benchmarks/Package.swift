@@ -15,16 +15,23 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         // commitrounds counts WAL syncs through the store's metrics factory (already in the graph through ContentStore).
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // Every tool's command line (already in the graph through the `contentstore` command).
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
     ],
     targets: [
         // zstd for the peers (ContentStore's own C modules are internal to the engine).
         .systemLibrary(name: "CBenchZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]),
         // Linux system calls the Glibc module does not import (renameat2 for the directory-swap baseline).
         .target(name: "CBenchSupport"),
-        // Corpus generator, deterministic random numbers, POSIX helpers, store fixtures.
+        // Corpus generator, deterministic random numbers, POSIX helpers, store fixtures, and the
+        // command-line pieces the tools share.
         .target(
             name: "BenchSupport",
-            dependencies: ["CBenchZstd", "CBenchSupport", .product(name: "ContentStore", package: "ContentStore")]
+            dependencies: [
+                "CBenchZstd", "CBenchSupport",
+                .product(name: "ContentStore", package: "ContentStore"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
         .executableTarget(
             name: "compare",
@@ -34,6 +41,7 @@ let package = Package(
                 .product(name: "Warehouse", package: "ContentStore"),
                 .product(name: "DataArchive", package: "ContentStore"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         // `make compare-cluster` (and the end of `make compare`): issue 17's cluster targets against
@@ -45,6 +53,7 @@ let package = Package(
                 .product(name: "ContentStore", package: "ContentStore"),
                 .product(name: "ContentStoreCluster", package: "ContentStore"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         // Issue 21's graph, and its SQLite peer with the original Persist's undo table.
@@ -65,24 +74,25 @@ let package = Package(
                 .product(name: "ContentStore", package: "ContentStore"),
                 .product(name: "StateLens", package: "ContentStore"),
                 .product(name: "Persist", package: "ContentStore"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         // `make scale`: issue 19's million-object open, memory and collection targets.
         .executableTarget(
             name: "scale",
-            dependencies: ["BenchSupport", .product(name: "ContentStore", package: "ContentStore")]
+            dependencies: ["BenchSupport", .product(name: "ContentStore", package: "ContentStore"), .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         // Issue 19's DataArchive callback get of 1 KiB against a file read, with CPU and switches per call.
         .executableTarget(
             name: "callbackget",
             dependencies: ["BenchSupport", .product(name: "ContentStore", package: "ContentStore"),
-                           .product(name: "DataArchive", package: "ContentStore")]
+                           .product(name: "DataArchive", package: "ContentStore"), .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         // Durable commits from many writers, blocking threads against awaiting tasks, round by round.
         .executableTarget(
             name: "commitrounds",
             dependencies: ["BenchSupport", .product(name: "ContentStore", package: "ContentStore"),
-                           .product(name: "CoreMetrics", package: "swift-metrics")]
+                           .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
     ],
     swiftLanguageModes: [.v6]

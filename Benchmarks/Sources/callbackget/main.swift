@@ -6,32 +6,30 @@
 // Each caller thread gets its own 64 keys and waits for each completion before the next call (a
 // DispatchSemaphore, as compare's archive workload does). `Store` is the same read without the
 // facade (record + verified get), the floor under a callback get.
+import ArgumentParser
 import BenchSupport
 import ContentStore
 import DataArchive
 import Dispatch
 import Foundation
 
-struct Options {
+struct Options: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "callbackget",
+        abstract: "DataArchive's callback get of 1 KiB against a file read, with CPU and switches per call."
+    )
+    @Option(help: "Length of each reader's run, in seconds.")
     var seconds = 0.5
+    @Option(help: "Rounds, each running every reader.")
     var rounds = 3
+    @Option(help: "Caller threads, each with its own 64 keys.")
     var callers = 1
-    /// Microseconds each caller sleeps between calls (0: back to back), for callers that read now and then.
+    @Option(help: "Microseconds each caller sleeps between calls (0: back to back), for callers that read now and then.")
     var pause = 0
 
-    init(_ arguments: [String]) {
-        var iterator = arguments.dropFirst().makeIterator()
-        while let argument = iterator.next() {
-            let value = iterator.next().flatMap(Double.init) ?? 0
-            switch argument {
-            case "--seconds": seconds = value
-            case "--rounds": rounds = Int(value)
-            case "--callers": callers = Int(value)
-            case "--pause": pause = Int(value)
-            default:
-                FileHandle.standardError.write(Data("usage: callbackget [--seconds S] [--rounds N] [--callers N] [--pause µs]\n".utf8))
-                exit(2)
-            }
+    func validate() throws {
+        guard seconds > 0, rounds > 0, callers > 0, pause >= 0 else {
+            throw ValidationError("--seconds, --rounds and --callers need positive numbers, --pause one ≥ 0")
         }
     }
 }
@@ -75,7 +73,7 @@ final class Counts: @unchecked Sendable {
     var total: Int { lock.lock(); defer { lock.unlock() }; return counts.reduce(0, +) }
 }
 
-let options = Options(CommandLine.arguments)
+let options = Options.parseOrExit()
 let directory = try POSIX.scratchDirectory("callbackget")
 defer { POSIX.removeTree(directory) }
 let store = try Store(at: URL(fileURLWithPath: directory + "/store"))

@@ -1,87 +1,68 @@
+import ArgumentParser
+import BenchSupport
 import Foundation
 
-/// Command-line options of `cluster-compare`.
-struct Options {
-    var rounds = 3
-    var processes = 4
-    var writers = 4
-    var commitSeconds = 5.0
-    var corpusMB = 50
-    var ingestThreads = 8
-    var readBlocks = 4_000
-    var readSeconds = 2.0
-    var memoryBlobs = [10_000, 100_000]
-    var output = "../Docs/benchmarks"
-    var servicesDirectory = NSTemporaryDirectory() + "contentstore-cluster-compare-\(getpid())"
-    var servicesScript = "../Scripts/cluster-services.sh"
-    var workloads: Set<String> = workloadNames
+/// Command-line options of `cluster-compare`. main.swift parses them (`parseOrExit`) and does the
+/// work at its top level; the command type only describes the tool for `--help`.
+struct Options: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cluster-compare",
+        abstract: "Issue 17's cluster targets: ContentStoreCluster against plain PostgreSQL and restic.",
+        discussion: """
+            Runs ContentStoreCluster, plain PostgreSQL and restic on the same PostgreSQL and S3 servers \
+            (Scripts/cluster-services.sh, started in a scratch directory and stopped at the end), round \
+            by round. Writes cluster.md and cluster.json into --output and puts cluster.md's section into \
+            its latest.md. Progress goes to stderr.
+            """
+    )
     static let workloadNames: Set<String> = ["commits", "ingest", "reads", "memory"]
 
-    static let usage = """
-        usage: cluster-compare [options]
-        Issue 17's cluster targets: ContentStoreCluster against plain PostgreSQL and restic on the same
-        PostgreSQL and S3 servers (Scripts/cluster-services.sh, started in a scratch directory and
-        stopped at the end), round by round. Writes cluster.md and cluster.json into --output and
-        puts cluster.md's section into its latest.md. Progress goes to stderr.
+    @Option(help: "Alternating rounds.")
+    var rounds = 3
+    @Option(help: "Writer processes of the commit workload.")
+    var processes = 4
+    @Option(help: "Writers (threads / connections) per process.")
+    var writers = 4
+    @Option(help: "Length of each commit run, in seconds.")
+    var commitSeconds = 5.0
+    @Option(name: .customLong("corpus-mb"), help: "Size of the ingested corpus in MB.")
+    var corpusMB = 50
+    @Option(help: "Threads of the cluster's ingest.")
+    var ingestThreads = 8
+    @Option(help: "4 KiB blobs of the point-read workload.")
+    var readBlocks = 4_000
+    @Option(help: "Length of each warm point-read run, in seconds.")
+    var readSeconds = 2.0
+    @Option(name: .customLong("memory-blobs"), help: ArgumentHelp("Cluster sizes of the memory workload (two or more, each ≥ 100).",
+                                                                   valueName: "sizes"))
+    var memorySizes = CommaSeparated([10_000, 100_000])
+    @Option(name: .customLong("workloads"), help: ArgumentHelp("Workloads to run: commits, ingest, reads, memory.", valueName: "names"))
+    var workloadList = CommaSeparated(["commits", "ingest", "reads", "memory"])
+    @Option(help: "Where the report goes.")
+    var output = "../Docs/benchmarks"
+    @Option(name: .customLong("services-dir"), help: "Scratch directory of the services (default: a fresh one under $TMPDIR).")
+    var servicesDirectory = NSTemporaryDirectory() + "contentstore-cluster-compare-\(getpid())"
+    @Option(help: "The services script.")
+    var servicesScript = "../Scripts/cluster-services.sh"
 
-          --rounds N            alternating rounds (default 3)
-          --processes N         writer processes of the commit workload (default 4)
-          --writers N           writers (threads / connections) per process (default 4)
-          --commit-seconds S    length of each commit run (default 5)
-          --corpus-mb N         size of the ingested corpus in MB (default 50)
-          --ingest-threads N    threads of the cluster's ingest (default 8)
-          --read-blocks N       4 KiB blobs of the point-read workload (default 4000)
-          --read-seconds S      length of each warm point-read run (default 2)
-          --memory-blobs A,B    cluster sizes of the memory workload (default 10000,100000)
-          --workloads NAMES     comma-separated subset of: commits, ingest, reads, memory
-          --output DIR          where the report goes (default ../Docs/benchmarks)
-          --services-dir DIR    scratch directory of the services (default: a fresh one under $TMPDIR)
-          --services-script P   Scripts/cluster-services.sh (default ../Scripts/cluster-services.sh)
-        """
-
-    static func parse(_ arguments: [String]) -> Options {
-        var options = Options()
-        var iterator = arguments.dropFirst().makeIterator()
-        func value(_ flag: String) -> String {
-            guard let next = iterator.next() else { fail("\(flag) needs a value") }
-            return next
+    func validate() throws {
+        let positive: [(String, Double)] = [
+            ("--rounds", Double(rounds)), ("--processes", Double(processes)), ("--writers", Double(writers)),
+            ("--commit-seconds", commitSeconds), ("--corpus-mb", Double(corpusMB)), ("--ingest-threads", Double(ingestThreads)),
+            ("--read-blocks", Double(readBlocks)), ("--read-seconds", readSeconds),
+        ]
+        for (flag, value) in positive where !(value > 0) { throw ValidationError("\(flag) needs a positive number") }
+        guard memoryBlobs.count >= 2, memoryBlobs.allSatisfy({ $0 >= 100 }) else {
+            throw ValidationError("--memory-blobs takes two or more sizes ≥ 100")
         }
-        func number<T: LosslessStringConvertible & Comparable & Numeric>(_ flag: String) -> T {
-            guard let parsed = T(value(flag)), parsed > 0 else { fail("\(flag) needs a positive number") }
-            return parsed
+        guard workloads.isSubset(of: Self.workloadNames) else {
+            throw ValidationError("--workloads takes \(Self.workloadNames.sorted().joined(separator: ", "))")
         }
-        while let argument = iterator.next() {
-            switch argument {
-            case "--rounds": options.rounds = number(argument)
-            case "--processes": options.processes = number(argument)
-            case "--writers": options.writers = number(argument)
-            case "--commit-seconds": options.commitSeconds = number(argument)
-            case "--corpus-mb": options.corpusMB = number(argument)
-            case "--ingest-threads": options.ingestThreads = number(argument)
-            case "--read-blocks": options.readBlocks = number(argument)
-            case "--read-seconds": options.readSeconds = number(argument)
-            case "--memory-blobs":
-                let sizes = value(argument).split(separator: ",").compactMap { Int($0) }
-                guard sizes.count >= 2, sizes.allSatisfy({ $0 >= 100 }) else { fail("--memory-blobs takes two or more sizes ≥ 100") }
-                options.memoryBlobs = sizes
-            case "--workloads":
-                let names = Set(value(argument).split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
-                guard names.isSubset(of: workloadNames) else { fail("--workloads takes \(workloadNames.sorted().joined(separator: ", "))") }
-                options.workloads = names
-            case "--output": options.output = value(argument)
-            case "--services-dir": options.servicesDirectory = value(argument)
-            case "--services-script": options.servicesScript = value(argument)
-            case "-h", "--help":
-                print(usage)
-                exit(0)
-            default: fail("unknown option \(argument)")
-            }
-        }
-        return options
     }
 
-    private static func fail(_ message: String) -> Never {
-        FileHandle.standardError.write(Data("cluster-compare: \(message)\n\n\(usage)\n".utf8))
-        exit(64)
-    }
+    /// The cluster sizes of the memory workload.
+    var memoryBlobs: [Int] { memorySizes.values }
+
+    /// The workloads that run.
+    var workloads: Set<String> { workloadList.names }
 }

@@ -9,7 +9,7 @@ if CommandLine.arguments.dropFirst().first == "worker" {
     Worker.main(Array(CommandLine.arguments.dropFirst(2)))
 }
 
-let options = Options.parse(CommandLine.arguments)
+let options = Options.parseOrExit()
 let started = monotonicNanoseconds()
 var report = ClusterReport(options: options)
 report.loads.append(("start", machineLoad()))

@@ -10,31 +10,32 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import ArgumentParser
 import BenchSupport
 import ContentStore
 import Foundation
 import Synchronization
 
-struct Options {
+struct Options: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "commitrounds",
+        abstract: "Durable commits from many writers, blocking threads against awaiting tasks, round by round."
+    )
+    @Option(help: "Rounds, each running every contender.")
     var rounds = 6
+    @Option(help: "Length of each contender's run, in seconds.")
     var seconds = 2.0
+    @Option(help: "Writers (threads or tasks) of each run.")
     var writers = 16
+    @Option(help: "Where the stores are made (a fresh one per run).")
     var directory = "/var/tmp"
-    var only: String?
+    @Option(help: "Run one contender only.")
+    var only: Contender?
 
-    init(_ arguments: [String]) {
-        var iterator = arguments.dropFirst().makeIterator()
-        while let name = iterator.next() {
-            guard let value = iterator.next() else { fatalError("\(name) needs a value") }
-            switch name {
-            case "--rounds": rounds = Int(value)!
-            case "--seconds": seconds = Double(value)!
-            case "--writers": writers = Int(value)!
-            case "--directory": directory = value
-            case "--only": only = value
-            default: fatalError("unknown option \(name)")
-            }
-        }
+    enum Contender: String, ExpressibleByArgument, CaseIterable { case blocking, async }
+
+    func validate() throws {
+        guard rounds > 0, seconds > 0, writers > 0 else { throw ValidationError("--rounds, --seconds and --writers need positive numbers") }
     }
 }
 
@@ -117,14 +118,14 @@ private func line(_ name: String, _ run: Run) -> String {
            name, run.rate, run.cpuMicrosecondsPerCommit, run.switchesPerCommit, run.commitsPerSync, run.cpuSeconds / run.seconds)
 }
 
-let options = Options(CommandLine.arguments)
+let options = Options.parseOrExit()
 print("commitrounds: \(options.writers) writers, \(options.rounds) rounds of \(options.seconds) s each, stores in \(options.directory)")
 var ratios: [Double] = []
 for round in 1 ... options.rounds {
     var runs: [String: Run] = [:]
-    let order = round % 2 == 1 ? ["blocking", "async"] : ["async", "blocking"]
-    for name in order where options.only == nil || options.only == name {
-        runs[name] = name == "blocking" ? try await blocking(options) : try await awaiting(options)
+    let order: [Options.Contender] = round % 2 == 1 ? [.blocking, .async] : [.async, .blocking]
+    for contender in order where options.only.map({ $0 == contender }) ?? true {
+        runs[contender.rawValue] = contender == .blocking ? try await blocking(options) : try await awaiting(options)
     }
     print("round \(round):")
     for name in ["blocking", "async"] { if let run = runs[name] { print("  " + line(name, run)) } }

@@ -37,7 +37,7 @@ struct ArchiveWorkload {
 
     init(options: Options) throws {
         seconds = options.archiveSeconds
-        sizes = Self.allSizes.filter { options.archiveSizes?.contains($0.label.replacingOccurrences(of: " ", with: "").lowercased()) ?? true }
+        sizes = Self.allSizes.filter { options.archiveSizes?.names.contains($0.label.replacingOccurrences(of: " ", with: "").lowercased()) ?? true }
         var clients: [any ArchiveClient] = []
         if options.includes(contender: Name.contentStore) {
             var configuration = Store.Configuration()

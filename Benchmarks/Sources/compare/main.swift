@@ -7,11 +7,10 @@ import Synchronization
 // with the machine's limits probed in every round too. See Docs/benchmarks/README.md.
 
 let started = monotonicNanoseconds()
-var options = Options.parse(CommandLine.arguments)
-/// The store-engine workloads (issue 7) need the corpus and the limit probes; the facade and
-/// versions workloads do not.
+let options = Options.parseOrExit()
+/// The store-engine workloads (issue 7) need the corpus (and the limit probes, `Options.probeLimits`);
+/// the facade and versions workloads do not.
 let engineWorkloads = ["ingest", "commits", "reads"].contains { options.includes(workload: $0) }
-options.probeLimits = options.probeLimits && engineWorkloads
 let cores = ProcessInfo.processInfo.activeProcessorCount
 let scratch = try POSIX.scratchDirectory("compare")
 defer { if !options.keepScratch { POSIX.removeTree(POSIX.scratchRoot) } }

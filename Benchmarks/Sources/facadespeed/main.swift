@@ -16,14 +16,30 @@
 //   undo table, as the original Persist did;
 // and, per round, `value` of a 64-field state (target ≤ 100 ns) beside the cost of copying the same
 // struct out of a class (the floor for any read that returns a copy).
+import ArgumentParser
 import BenchSupport
 import ContentStore
 import Foundation
 import StateLens
 
-let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
-let rounds = arguments.first ?? 10
-let operations = arguments.dropFirst().first ?? 20
+/// The command line: `facadespeed [rounds] [ops per round]`.
+struct Options: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "facadespeed",
+        abstract: "Issues 20's and 21's targets: StateLens and Persist against a durable 1 KiB commit, rounds interleaved."
+    )
+    @Argument(help: "Rounds, each running every contender.")
+    var rounds = 10
+    @Argument(help: "Timed operations of each contender per round.")
+    var operations = 20
+
+    func validate() throws {
+        guard rounds > 0, operations > 0 else { throw ValidationError("rounds and operations need positive numbers") }
+    }
+}
+
+let options = Options.parseOrExit()
+let (rounds, operations) = (options.rounds, options.operations)
 
 /// One operation's wall and thread-CPU time, in microseconds.
 struct Sample {

@@ -19,6 +19,7 @@
 //
 // Each open prints its CPU split into user and system time, and its page faults: most of the
 // system time of an open is first-touch faults of the memory it builds.
+import ArgumentParser
 import BenchSupport
 import ContentStore
 import Foundation
@@ -31,36 +32,29 @@ let fixtureVersion = 1
 let blobSize = 128
 let recordsPerCommit = 10_000
 
-struct Options {
-    var sizes = [100_000, 1_000_000]
+struct Options: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "scale",
+        abstract: "Issue 19's million-object targets: open time, resident memory per blob+record, gc cost."
+    )
+    @Option(name: .customLong("sizes"), help: ArgumentHelp("Store sizes in blobs (each referenced by a record of its own).", valueName: "sizes"))
+    var sizeList = CommaSeparated([100_000, 1_000_000])
+    @Option(help: "Rounds, each opening (and collecting in) every size.")
     var rounds = 3
+    @Option(help: "Garbage blobs each collection removes.")
     var garbage = 10_000
-    /// Evict the store's files from the page cache before each open.
+    @Flag(help: "Evict the store's files from the page cache before each open (a first open after a reboot).")
     var cold = false
-    /// Skip the collections (to time opens alone).
+    @Flag(help: "Time the opens alone (no collections).")
     var opensOnly = false
 
-    static let usage = "usage: scale [--sizes 100000,1000000] [--rounds 3] [--garbage 10000] [--cold] [--opens-only]"
-
-    init(_ arguments: ArraySlice<String>) {
-        var iterator = arguments.makeIterator()
-        while let argument = iterator.next() {
-            switch argument {
-            case "--cold": cold = true; continue
-            case "--opens-only": opensOnly = true; continue
-            default: break
-            }
-            let value = iterator.next() ?? ""
-            switch argument {
-            case "--sizes": sizes = value.split(separator: ",").compactMap { Int($0) }
-            case "--rounds": rounds = Int(value) ?? rounds
-            case "--garbage": garbage = Int(value) ?? garbage
-            default:
-                FileHandle.standardError.write(Data("unknown option \(argument); \(Options.usage)\n".utf8))
-                exit(2)
-            }
+    func validate() throws {
+        guard sizes.allSatisfy({ $0 > 0 }), rounds > 0, garbage > 0 else {
+            throw ValidationError("--sizes, --rounds and --garbage need positive numbers")
         }
     }
+
+    var sizes: [Int] { sizeList.values }
 }
 
 func configuration() -> Store.Configuration {
@@ -222,7 +216,7 @@ if arguments.count == 3, arguments[1] == "open-once" {
     try openOnce(arguments[2])
     exit(0)
 }
-let options = Options(arguments.dropFirst())
+let options = Options.parseOrExit()
 var stores: [Int: String] = [:]
 for size in options.sizes { stores[size] = try cachedStore(blobs: size) }
 
