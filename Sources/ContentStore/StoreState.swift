@@ -11,13 +11,21 @@ struct StoreState: Sendable {
         var description: String
     }
 
-    /// The first reference in `changes` to a blob the index does not hold. Only the references a
-    /// change adds to its record's are looked up: the ones the record has already are counted, so
-    /// the index holds them (a counted blob is never dropped).
-    func firstMissingReference(in changes: [LogRecord.Change]) -> (key: String, digest: Digest)? {
-        for change in changes {
+    /// The references each change's key holds now, in the changes' order: one lookup per key, which
+    /// the missing-blob check and the count changes of ``apply(_:replacing:)`` share (in a large
+    /// store each lookup is a walk of cold nodes comparing long keys).
+    func references(replacedBy changes: [LogRecord.Change]) -> [[Digest]] {
+        changes.map { records[$0.key]?.references ?? [] }
+    }
+
+    /// The first reference in `changes` to a blob the index does not hold; `replaced` is what
+    /// ``references(replacedBy:)`` gave for them. Only the references a change adds to its record's
+    /// are looked up: the ones the record has already are counted, so the index holds them (a
+    /// counted blob is never dropped).
+    func firstMissingReference(in changes: [LogRecord.Change], replacing replaced: [[Digest]]) -> (key: String, digest: Digest)? {
+        for (change, old) in zip(changes, replaced) {
             var missing: Digest?
-            Self.forEachDifference(from: records[change.key]?.references ?? [], to: change.record?.references ?? []) { digest, delta in
+            Self.forEachDifference(from: old, to: change.record?.references ?? []) { digest, delta in
                 if missing == nil, delta > 0, blobs[digest] == nil { missing = digest }
             }
             if let missing { return (change.key, missing) }
@@ -61,16 +69,20 @@ struct StoreState: Sendable {
     /// Applies a commit: replaces each changed record and moves reference counts by the difference
     /// between the old and new references. Checked before anything changes, so a failure leaves
     /// the state untouched.
-    mutating func apply(_ commit: LogRecord.Commit) throws(Inconsistency) {
+    ///
+    /// `replaced` is ``references(replacedBy:)`` of the commit's changes in this state, when the
+    /// caller has it already.
+    mutating func apply(_ commit: LogRecord.Commit, replacing replaced: [[Digest]]? = nil) throws(Inconsistency) {
         guard commit.sequence == commitSequence + 1 else {
             throw Inconsistency(description: "commit \(commit.sequence) follows commit \(commitSequence)")
         }
-        if let missing = firstMissingReference(in: commit.changes) {
+        let replaced = replaced ?? references(replacedBy: commit.changes)
+        if let missing = firstMissingReference(in: commit.changes, replacing: replaced) {
             throw Inconsistency(description: "record \"\(missing.key)\" references unknown blob \(missing.digest)")
         }
         var deltas: [Digest: Int] = [:]
-        for change in commit.changes {
-            Self.forEachDifference(from: records[change.key]?.references ?? [], to: change.record?.references ?? []) { digest, delta in
+        for (change, old) in zip(commit.changes, replaced) {
+            Self.forEachDifference(from: old, to: change.record?.references ?? []) { digest, delta in
                 deltas[digest, default: 0] += delta
             }
         }

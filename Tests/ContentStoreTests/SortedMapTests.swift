@@ -217,6 +217,39 @@ struct SortedMapTests {
         #expect(map[key(12_345)] == -1)
     }
 
+    /// A path copied for a change shares, with the tree it was copied from, every array the change
+    /// does not write: above the changed entry a node's keys and values, and the changed entry's
+    /// own keys; only the child arrays on the path and the written value array are new.
+    @Test(arguments: [0, 12_345, 19_999])
+    func aCopiedPathSharesTheArraysTheChangeDoesNotWrite(changed: Int) {
+        var map = SortedMap<String, Int>()
+        for n in 0..<20_000 { map.updateValue(n, forKey: key(n)) }
+        let snapshot = map
+        map.updateValue(-1, forKey: key(changed))
+        func same<T>(_ a: ContiguousArray<T>, _ b: ContiguousArray<T>) -> Bool {
+            a.withUnsafeBufferPointer { a in b.withUnsafeBufferPointer { b in a.baseAddress == b.baseAddress } }
+        }
+        var (old, new) = (snapshot.root, map.root)
+        var depth = 0
+        while true {
+            #expect(old !== new, "depth \(depth): the node on the path was not copied")
+            #expect(same(old.keys, new.keys), "depth \(depth): keys copied")
+            let (index, found) = new.index(of: key(changed))
+            if found {
+                #expect(!same(old.values, new.values) && new.values[index] == -1 && old.values[index] == changed)
+                #expect(same(old.children, new.children), "depth \(depth): children copied below the changed entry")
+                break
+            }
+            #expect(same(old.values, new.values), "depth \(depth): values copied above the changed entry")
+            #expect(!same(old.children, new.children))
+            (old, new) = (old.children[index], new.children[index])
+            depth += 1
+        }
+        #expect(snapshot[key(changed)] == changed)
+        snapshot.checkInvariants()
+        map.checkInvariants()
+    }
+
     @Test func uniquelyOwnedMapMutatesInPlace() {
         var map = SortedMap<String, Int>()
         for n in 0..<20_000 { map.updateValue(n, forKey: key(n)) }

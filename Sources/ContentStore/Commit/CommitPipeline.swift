@@ -156,7 +156,8 @@ final class CommitPipeline: Sendable {
         let lsn = try core.whileOpen { held in
             // Taken under the lock so commit times rise with LSNs (``Published/horizon`` relies on it).
             let time = clock()
-            if let missing = held.state.firstMissingReference(in: changes) {
+            let replaced = held.state.references(replacedBy: changes)
+            if let missing = held.state.firstMissingReference(in: changes, replacing: replaced) {
                 throw StoreError(
                     code: .missingBlob,
                     message: "record \"\(Store.describe(missing.key))\" references blob \(missing.digest), which the store does not hold")
@@ -164,7 +165,7 @@ final class CommitPipeline: Sendable {
             let record = LogRecord.Commit(sequence: held.state.commitSequence + 1, time: time, changes: changes)
             let lsn = try log.append(.commit(record))
             do {
-                try held.state.apply(record)
+                try held.state.apply(record, replacing: replaced)
             } catch {
                 // Checked above, so unreachable short of a bug; the log already has the record, so stop here.
                 throw StoreError(code: .corrupted, message: "commit could not be applied: \(error)")

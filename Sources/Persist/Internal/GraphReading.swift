@@ -13,13 +13,16 @@ protocol RecordSource {
 /// Bodies are canonical JSON: sorted keys, slashes unescaped, dates as `Double` seconds since the
 /// reference date (exact), so equal values have equal bytes and are stored once.
 enum BodyCoding {
+    /// The entity's canonical JSON: written in one pass by ``CanonicalJSON`` when it covers the
+    /// value, which is byte for byte what ``encoder`` writes, else by ``encoder``.
     static func encode<E: Entity>(_ entity: E) throws -> Data {
-        try encoder.encode(entity)
+        if let bytes = CanonicalJSON.encode(entity) { return Data(bytes) }
+        return try encoder.encode(entity)
     }
 
     /// One encoder for every save: its options are fixed, and `encode` keeps no state between
     /// calls (it is `Sendable`), so a write need not build and configure one.
-    private static let encoder: JSONEncoder = {
+    static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .deferredToDate
