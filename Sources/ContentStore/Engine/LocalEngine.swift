@@ -32,6 +32,8 @@ final class LocalEngine: StoreEngine {
     let cache: BlobCache
     /// The dictionary chunks are compressed with, and dictionaries read back from packs.
     let dictionaries = ChunkDictionaries()
+    /// The dictionary small whole blobs are compressed with, once trained.
+    let smallBlobs = SmallBlobDictionary()
     private let lockFile: Mutex<File?>
 
     /// Records, blob index and the order of WAL appends.

@@ -1,6 +1,8 @@
 import Synchronization
 
-/// A zstd dictionary that chunks of a pack are compressed with (Docs/chunking.md#dictionaries).
+/// A zstd dictionary that entries of a pack are compressed with: chunks (one trained per pack,
+/// Docs/chunking.md#dictionaries) and small whole blobs (one trained per open store,
+/// ``SmallBlobDictionary``). Readers cannot tell the two apart, and need not.
 ///
 /// It lives in the pack as an entry of its own (``PackFormat/dictionaryFlag``), written before the
 /// first entry there that uses it; each such entry names it by its offset. The dictionary thus
@@ -23,10 +25,14 @@ final class ChunkDictionary: Sendable {
         self.compressor = compressor
     }
 
-    /// A dictionary for compressing chunks at `level`; nil when zstd cannot load `bytes`.
-    convenience init?(trained bytes: [UInt8], level: Int, time: UInt32) {
+    /// A dictionary for compressing chunks at `level` or, with `smallInputs`, inputs of at most its
+    /// `size` bytes with its `minimumMatch` and raw literals (``Zstd/CompressionDictionary/init(_:level:smallInputs:minimumMatch:)``);
+    /// nil when zstd cannot load `bytes`.
+    convenience init?(trained bytes: [UInt8], level: Int, time: UInt32, smallInputs: (size: Int, minimumMatch: Int)? = nil) {
+        let compressor = smallInputs.map { Zstd.CompressionDictionary(bytes, level: level, smallInputs: $0.size, minimumMatch: $0.minimumMatch) }
+            ?? Zstd.CompressionDictionary(bytes, level: level)
         guard bytes.count <= PackFormat.maximumDictionarySize,
-              let compressor = Zstd.CompressionDictionary(bytes, level: level),
+              let compressor,
               let decompressor = bytes.withUnsafeBytes({ Zstd.DecompressionDictionary($0) })
         else { return nil }
         let digest = Digest.sha256(bytes)
