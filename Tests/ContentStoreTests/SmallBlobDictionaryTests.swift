@@ -153,28 +153,76 @@ import TestThreads
         #expect(try !ChunkDictionaryTests.packEntries(dir.store).contains { $0.header.isDictionary || $0.header.usesDictionary })
     }
 
-    /// A store reopened reads what the earlier process wrote with its dictionary, and trains its own
-    /// (a second dictionary entry in the pack, named by the entries that use it).
-    @Test func aReopenedStoreReadsTheOldDictionarysBlobsAndTrainsItsOwn() throws {
+    /// A reopened store reads what the earlier open wrote, and compresses its own small blobs with
+    /// the dictionary that open saved from the first put on: one dictionary for the store, one
+    /// decoder for its reads.
+    @Test func aReopenedStoreKeepsTheSavedDictionary() throws {
         let dir = TemporaryDirectory()
-        let first = Self.blocks(Self.trainingBlocks + 20)
+        let all = Self.blocks(Self.trainingBlocks + 40)
+        let (first, second) = (Array(all.prefix(Self.trainingBlocks + 20)), Array(all.suffix(20)))
         var store = try Store(at: dir.store, configuration: Self.configuration())
         let firstDigests = try first.map { try store.put($0) }
+        let trained = try #require(store.local.smallBlobs.current)
         try store.close()
+        #expect(FileManager.default.fileExists(atPath: dir.store.appendingPathComponent("small-blobs.dict").path))
+
         store = try Store(at: dir.store, configuration: Self.configuration())
-        #expect(store.local.smallBlobs.current == nil)
-        let second = Self.blocks(Self.trainingBlocks + 20, from: 7)
+        #expect(store.local.smallBlobs.current?.digest == trained.digest)
         let secondDigests = try second.map { try store.put($0) }
         for (digest, block) in zip(firstDigests + secondDigests, first + second) { #expect(try store.get(digest) == block) }
         try store.close()
 
         let entries = try ChunkDictionaryTests.packEntries(dir.store)
-        let dictionaries = entries.filter(\.header.isDictionary)
-        #expect(Set(dictionaries.map(\.header.digest)).count == 2)
-        for user in entries where user.header.usesDictionary {
-            let reference = ChunkDictionaryTests.dictionaryReference(user.payload)
-            #expect(dictionaries.contains { $0.path == user.path && $0.offset == reference && $0.offset < user.offset })
+        #expect(Set(entries.filter(\.header.isDictionary).map(\.header.digest)) == [trained.digest])
+        let users = Set(entries.filter(\.header.usesDictionary).map(\.header.digest))
+        #expect(secondDigests.allSatisfy { users.contains($0) })
+        #expect(try ChunkDictionaryTests.expectOneDictionaryPerPackUsedByItsEntries(dir.store) == 40)
+    }
+
+    /// Small blobs spread over more packs than the decoders kept (``ChunkDictionaries/cachedDictionaries``):
+    /// each pack holds its own copy of the one dictionary, named by its entries, and every blob
+    /// reads back, twice over in random order.
+    @Test func manyPacksEachCarryTheOneDictionary() throws {
+        let dir = TemporaryDirectory()
+        var configuration = Self.configuration()
+        configuration.packSizeTarget = 64 << 10
+        let blocks = Self.blocks(Self.trainingBlocks + 600)
+        let store = try Store(at: dir.store, configuration: configuration)
+        let digests = try blocks.map { try store.put($0) }
+        var random = SeededRandom(seed: 9)
+        for _ in 0 ..< 2 * digests.count {
+            let index = Int(random.next() % UInt64(digests.count))
+            #expect(try store.get(digests[index]) == blocks[index])
         }
+        try store.close()
+        let entries = try ChunkDictionaryTests.packEntries(dir.store)
+        let dictionaries = entries.filter(\.header.isDictionary)
+        #expect(Set(dictionaries.map(\.header.digest)).count == 1)
+        #expect(Set(dictionaries.map(\.path)).count > ChunkDictionaries.cachedDictionaries)
+        #expect(try ChunkDictionaryTests.expectOneDictionaryPerPackUsedByItsEntries(dir.store) == 600)
+    }
+
+    /// A damaged saved dictionary is not used: the store samples and trains anew, replaces the file,
+    /// and reads the blobs the old dictionary compressed from their packs' own copy.
+    @Test func aDamagedSavedDictionaryIsReplacedNotUsed() throws {
+        let dir = TemporaryDirectory()
+        let first = Self.blocks(Self.trainingBlocks + 5)
+        var store = try Store(at: dir.store, configuration: Self.configuration())
+        let firstDigests = try first.map { try store.put($0) }
+        let trained = try #require(store.local.smallBlobs.current)
+        try store.close()
+        let saved = dir.store.appendingPathComponent("small-blobs.dict")
+        try flipBit(in: saved, at: PackFormat.entryHeaderSize + 50, bit: 1)
+
+        store = try Store(at: dir.store, configuration: Self.configuration())
+        #expect(store.local.smallBlobs.isSampling)
+        for (digest, block) in zip(firstDigests, first) { #expect(try store.get(digest) == block) }
+        for block in Self.blocks(Self.trainingBlocks, from: 3) { try store.put(block) }
+        let retrained = try #require(store.local.smallBlobs.current)
+        #expect(retrained.digest != trained.digest)
+        try store.close()
+        let file = try FileSystem(io: SystemFileIO()).open(saved.path, flags: O_RDONLY)
+        #expect(try ChunkDictionary.readVerified(from: file, at: 0, limits: Store.Limits()).header.digest == retrained.digest)
     }
 
     /// One flipped bit in the dictionary entry: a blob that uses it reads as `corrupted` naming the

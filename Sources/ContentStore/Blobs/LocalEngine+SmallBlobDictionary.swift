@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Small whole blobs compressed with a trained dictionary whose frames leave literals raw: on the
 /// point-read blocks of `compare` (4 KiB of text) frames of the same size as without one that
 /// decode in about a quarter less CPU, and decoding is most of a read that misses the cache
@@ -45,10 +49,42 @@ extension LocalEngine {
     }
 
     /// Keeps `bytes` (a small blob just stored compressed without a dictionary) as a sample, and
-    /// trains the dictionary when the sample is complete.
+    /// trains the dictionary when the sample is complete; a dictionary that pays is saved for the
+    /// store's next opens (``Layout/smallBlobDictionary``).
     func sampleSmallBlob(_ bytes: UnsafeRawBufferPointer, time: UInt32) {
         guard let samples = smallBlobs.offer(bytes, trainingBytes: Self.smallBlobTrainingBytes) else { return }
-        smallBlobs.decide(trainSmallBlobDictionary(samples, time: time))
+        let dictionary = trainSmallBlobDictionary(samples, time: time)
+        smallBlobs.decide(dictionary)
+        guard let dictionary else { return }
+        do {
+            try fileSystem.writeAtomically(dictionary.entry, to: layout.smallBlobDictionary, directory: layout.root)
+        } catch {
+            // The put and the dictionary's use stand (packs carry their own copy); the next open trains again.
+            logger.warning("could not save the small-blob dictionary", metadata: ["path": "\(layout.smallBlobDictionary)", "error": "\(error)"])
+        }
+    }
+
+    /// Adopts the small-blob dictionary an earlier open saved, so that a store keeps one dictionary
+    /// (one decoder for reads) across opens rather than training one per open. A missing file
+    /// leaves the store sampling; a damaged one is logged and replaced by the next training. The
+    /// file is only a seed: every pack holds its own copy of the dictionary its entries use, so
+    /// nothing on disk depends on it, and it is written (synced, renamed, directory synced) only
+    /// after training, whatever a crash leaves of it.
+    func adoptSavedSmallBlobDictionary() {
+        let path = layout.smallBlobDictionary
+        guard fileSystem.kind(of: path) != .missing else { return }
+        do {
+            let file = try fileSystem.open(path, flags: O_RDONLY)
+            let (header, _, bytes) = try ChunkDictionary.readVerified(from: file, at: 0, limits: configuration.limits)
+            guard let dictionary = ChunkDictionary(trained: Array(bytes), level: configuration.compressionLevel, time: header.time,
+                                                   smallInputs: (Self.smallBlobMaximumSize, Self.smallBlobMinimumMatch))
+            else { throw StoreError.corrupted("zstd cannot load the dictionary", path: path, offset: 0) }
+            smallBlobs.decide(dictionary)
+        } catch {
+            logger.warning("the saved small-blob dictionary is unreadable; a new one will be trained", metadata: [
+                "path": "\(path)", "error": "\(error)",
+            ])
+        }
     }
 
     /// A dictionary trained on all but the held-out `samples`, when it keeps the held-out ones
