@@ -90,7 +90,8 @@ final class ChunkDictionary: Sendable {
     }
 }
 
-/// The store's chunk dictionaries: the one new chunks are compressed with, and those read back.
+/// The store's chunk dictionaries: the one new chunks are compressed with, and the decoders of
+/// every dictionary read back from packs (chunks' and small blobs').
 final class ChunkDictionaries: Sendable {
     /// Decoders kept at most, least recently used evicted. Reads of one chunked blob use the
     /// dictionaries of the few packs its chunks are in; small blobs share one dictionary across
