@@ -86,8 +86,23 @@ extension LocalEngine {
     /// The frame goes to a pooled buffer, after room for its header (``PackEntry/Payload/framed(_:)``);
     /// `framed`, when given, is `bytes` with such room, for writing them raw. The caller places the
     /// result in the index, then settles the pack.
+    /// A small whole blob is compressed with the small-blob dictionary once there is one, and
+    /// sampled for it until then (LocalEngine+SmallBlobDictionary).
     func appendEntry(_ digest: Digest, bytes: UnsafeRawBufferPointer, framed: UnsafeMutableRawBufferPointer? = nil, manifest: Bool = false,
                      compresses: Bool? = nil, time: UInt32) throws -> LogRecord.BlobPlacement {
+        let small = Self.usesSmallBlobDictionary(count: bytes.count, manifest: manifest)
+        if small, let dictionary = smallBlobs.current, let compressor = dictionary.compressor,
+           let frame = Self.smallBlobFrame(bytes, dictionary: compressor) {
+            let entry = NewEntry(digest: digest, bytes: bytes, compressed: .owned(frame), framed: nil, manifest: false, dictionary: dictionary)
+            return try appendEntries([entry], time: time)[0]
+        }
+        let placement = try appendEntryWithoutDictionary(digest, bytes: bytes, framed: framed, manifest: manifest, compresses: compresses, time: time)
+        if small && placement.compressed && smallBlobs.isSampling { sampleSmallBlob(bytes, time: time) }
+        return placement
+    }
+
+    private func appendEntryWithoutDictionary(_ digest: Digest, bytes: UnsafeRawBufferPointer, framed: UnsafeMutableRawBufferPointer?,
+                                              manifest: Bool, compresses: Bool?, time: UInt32) throws -> LogRecord.BlobPlacement {
         // One byte less than the input for the frame: a frame that is not smaller is not worth storing.
         try ScratchBuffer.with(count: PackFormat.entryHeaderSize + max(0, bytes.count - 1)) { output in
             let room = PackFormat.entryHeaderSize

@@ -32,6 +32,8 @@ final class LocalEngine: StoreEngine {
     let cache: BlobCache
     /// The dictionary chunks are compressed with, and dictionaries read back from packs.
     let dictionaries = ChunkDictionaries()
+    /// The dictionary small whole blobs are compressed with, once trained.
+    let smallBlobs = SmallBlobDictionary()
     private let lockFile: Mutex<File?>
 
     /// Records, blob index and the order of WAL appends.
@@ -78,6 +80,7 @@ final class LocalEngine: StoreEngine {
                 clock: { [now = configuration.now] in LocalEngine.seconds(now(), floor: clockFloor) })
             background = BackgroundWork()
         }
+        adoptSavedSmallBlobDictionary()
         if let interval = configuration.maintenanceInterval { startPeriodicMaintenance(every: interval) }
         refreshGauges()
         configuration.logger.debug("opened store", metadata: [
@@ -190,5 +193,7 @@ extension LocalEngine {
         var wal: String { root + "/wal" }
         var packs: String { root + "/packs" }
         var checkpoints: String { root + "/checkpoint" }
+        /// The small-blob dictionary an open trained, for the next opens (LocalEngine+SmallBlobDictionary).
+        var smallBlobDictionary: String { root + "/small-blobs.dict" }
     }
 }

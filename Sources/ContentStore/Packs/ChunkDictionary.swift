@@ -1,6 +1,9 @@
+import Foundation
 import Synchronization
 
-/// A zstd dictionary that chunks of a pack are compressed with (Docs/chunking.md#dictionaries).
+/// A zstd dictionary that entries of a pack are compressed with: chunks (one trained per pack,
+/// Docs/chunking.md#dictionaries) and small whole blobs (one trained per open store,
+/// ``SmallBlobDictionary``). Readers cannot tell the two apart, and need not.
 ///
 /// It lives in the pack as an entry of its own (``PackFormat/dictionaryFlag``), written before the
 /// first entry there that uses it; each such entry names it by its offset. The dictionary thus
@@ -23,10 +26,14 @@ final class ChunkDictionary: Sendable {
         self.compressor = compressor
     }
 
-    /// A dictionary for compressing chunks at `level`; nil when zstd cannot load `bytes`.
-    convenience init?(trained bytes: [UInt8], level: Int, time: UInt32) {
+    /// A dictionary for compressing chunks at `level` or, with `smallInputs`, inputs of at most its
+    /// `size` bytes with its `minimumMatch` and raw literals (``Zstd/CompressionDictionary/init(_:level:smallInputs:minimumMatch:)``);
+    /// nil when zstd cannot load `bytes`.
+    convenience init?(trained bytes: [UInt8], level: Int, time: UInt32, smallInputs: (size: Int, minimumMatch: Int)? = nil) {
+        let compressor = smallInputs.map { Zstd.CompressionDictionary(bytes, level: level, smallInputs: $0.size, minimumMatch: $0.minimumMatch) }
+            ?? Zstd.CompressionDictionary(bytes, level: level)
         guard bytes.count <= PackFormat.maximumDictionarySize,
-              let compressor = Zstd.CompressionDictionary(bytes, level: level),
+              let compressor,
               let decompressor = bytes.withUnsafeBytes({ Zstd.DecompressionDictionary($0) })
         else { return nil }
         let digest = Digest.sha256(bytes)
@@ -46,6 +53,17 @@ final class ChunkDictionary: Sendable {
     /// - Throws: `corrupted` naming the pack and the dictionary's offset when the entry is not an
     ///   intact dictionary.
     static func read(from file: File, at offset: UInt64, limits: Store.Limits) throws -> ChunkDictionary {
+        let (parsed, entry, bytes) = try readVerified(from: file, at: offset, limits: limits)
+        guard let decompressor = bytes.withUnsafeBytes({ Zstd.DecompressionDictionary($0) }) else {
+            throw StoreError.corrupted("zstd cannot load the dictionary at offset \(offset) of \(file.path)", path: file.path, offset: offset)
+        }
+        return ChunkDictionary(digest: parsed.digest, entry: entry, decompressor: decompressor, compressor: nil)
+    }
+
+    /// The dictionary entry at `offset` of `file`, checked as ``read(from:at:limits:)`` describes:
+    /// its header, its bytes as stored, and the dictionary's bytes.
+    static func readVerified(from file: File, at offset: UInt64, limits: Store.Limits) throws
+        -> (header: PackFormat.EntryHeader, entry: [UInt8], bytes: Data) {
         do {
             let header = try file.readExactly(PackFormat.entryHeaderSize, at: offset)
             let parsed: PackFormat.EntryHeader
@@ -64,10 +82,7 @@ final class ChunkDictionary: Sendable {
             let bytes = try entry.withUnsafeBytes {
                 try PackReader.decodeEntry($0, expected: expected, verify: true, limits: limits, path: file.path, offset: offset)
             }
-            guard let decompressor = bytes.withUnsafeBytes({ Zstd.DecompressionDictionary($0) }) else {
-                throw StoreError.corrupted("zstd cannot load the dictionary", path: file.path, offset: offset)
-            }
-            return ChunkDictionary(digest: parsed.digest, entry: entry, decompressor: decompressor, compressor: nil)
+            return (parsed, entry, bytes)
         } catch let error as StoreError where error.code == .corrupted {
             throw StoreError(code: .corrupted, message: "the dictionary at offset \(offset) of \(file.path) is damaged: \(error.message)",
                              path: file.path, offset: offset, cause: error)
@@ -75,11 +90,18 @@ final class ChunkDictionary: Sendable {
     }
 }
 
-/// The store's chunk dictionaries: the one new chunks are compressed with, and those read back.
+/// The store's chunk dictionaries: the one new chunks are compressed with, and the decoders of
+/// every dictionary read back from packs (chunks' and small blobs').
 final class ChunkDictionaries: Sendable {
-    /// Decoders kept at most. Reads of one chunked blob use the dictionaries of the few packs its
-    /// chunks are in; each costs about the dictionary's size twice (bytes and decoding tables).
+    /// Decoders kept at most, least recently used evicted. Reads of one chunked blob use the
+    /// dictionaries of the few packs its chunks are in; small blobs share one dictionary across
+    /// packs (one decoder: kept by digest); each costs about the dictionary's size twice (bytes
+    /// and decoding tables).
     static let cachedDictionaries = 16
+
+    /// Pack locations remembered at most (which dictionary each holds; a few dozen bytes each):
+    /// past this the map starts over, and each location's dictionary is read and verified again.
+    static let cachedLocations = 1 << 16
 
     private struct Current {
         /// The pack the dictionary was trained for; nil until that pack was known.
@@ -89,9 +111,12 @@ final class ChunkDictionaries: Sendable {
     }
 
     private struct Cache {
-        var dictionaries: [BlobLocation: ChunkDictionary] = [:]
-        /// Insertion order, for evicting the oldest.
-        var order: [BlobLocation] = []
+        /// Decoders by the digest of their dictionary, with the tick of their last use.
+        var dictionaries: [Digest: (dictionary: ChunkDictionary, used: UInt64)] = [:]
+        /// The dictionary at each location read: the same dictionary in many packs (the small-blob
+        /// dictionary) is verified once per pack and decoded by one decoder.
+        var locations: [BlobLocation: Digest] = [:]
+        var tick: UInt64 = 0
     }
 
     private struct Decision {
@@ -147,15 +172,29 @@ final class ChunkDictionaries: Sendable {
         decision.withLock { $0.training = false }
     }
 
-    /// The dictionary at `location`, from the cache or from `load` (whose result is cached).
+    /// The dictionary at `location`, from the cache or from `load` (whose result is cached). A
+    /// loaded dictionary whose digest a decoder in the cache has is decoded by that one: both were
+    /// verified against the same SHA-256, so they are the same bytes.
     func dictionary(at location: BlobLocation, load: () throws -> ChunkDictionary) throws -> ChunkDictionary {
-        if let cached = cache.withLock({ $0.dictionaries[location] }) { return cached }
-        let loaded = try load()
-        cache.withLock { cache in
-            guard cache.dictionaries.updateValue(loaded, forKey: location) == nil else { return }
-            cache.order.append(location)
-            if cache.order.count > Self.cachedDictionaries { cache.dictionaries[cache.order.removeFirst()] = nil }
+        let cached = cache.withLock { cache -> ChunkDictionary? in
+            guard let digest = cache.locations[location], let held = cache.dictionaries[digest] else { return nil }
+            cache.tick += 1
+            cache.dictionaries[digest] = (held.dictionary, cache.tick)
+            return held.dictionary
         }
-        return loaded
+        if let cached { return cached }
+        let loaded = try load()
+        return cache.withLock { cache in
+            if cache.locations.count >= Self.cachedLocations { cache.locations.removeAll(keepingCapacity: true) }
+            cache.locations[location] = loaded.digest
+            cache.tick += 1
+            let dictionary = cache.dictionaries[loaded.digest]?.dictionary ?? loaded
+            cache.dictionaries[loaded.digest] = (dictionary, cache.tick)
+            if cache.dictionaries.count > Self.cachedDictionaries,
+               let oldest = cache.dictionaries.min(by: { $0.value.used < $1.value.used })?.key {
+                cache.dictionaries[oldest] = nil
+            }
+            return dictionary
+        }
     }
 }

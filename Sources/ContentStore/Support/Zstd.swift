@@ -105,7 +105,9 @@ package enum Zstd {
             compressors.withLock { $0.append(context) }
         }
         guard ZSTD_isError(ZSTD_CCtx_refCDict(context.pointer, dictionary.pointer)) == 0,
-              ZSTD_isError(ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_dictIDFlag, 0)) == 0
+              ZSTD_isError(ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_dictIDFlag, 0)) == 0,
+              !dictionary.rawLiterals
+                || ZSTD_isError(ZSTD_CCtx_setParameter(context.pointer, literalCompressionMode, Int32(ZSTD_ps_disable.rawValue))) == 0
         else { return nil }
         var failed = false
         let output = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
@@ -115,6 +117,10 @@ package enum Zstd {
         }
         return failed ? nil : output
     }
+
+    /// `ZSTD_c_literalCompressionMode`, which zstd.h defines as a macro naming this value (Swift
+    /// imports the enum's cases, not such macros).
+    private static let literalCompressionMode = ZSTD_c_experimentalParam5
 
     /// A zstd dictionary trained on `samples` (at most `capacity` bytes), or nil when training
     /// fails (too few or too uniform samples). fastCover with fixed parameters: one pass, no search
@@ -149,11 +155,30 @@ package enum Zstd {
     /// A dictionary prepared for compressing at one level (a `ZSTD_CDict`, shareable between threads).
     final class CompressionDictionary: Sendable {
         nonisolated(unsafe) fileprivate let pointer: OpaquePointer
+        /// Whether frames made with it leave their literals raw (``init(_:level:smallInputs:)``).
+        let rawLiterals: Bool
 
         /// Nil when zstd cannot load `bytes` as a dictionary.
         init?(_ bytes: [UInt8], level: Int) {
             guard let pointer = bytes.withUnsafeBytes({ ZSTD_createCDict($0.baseAddress, $0.count, Int32(level)) }) else { return nil }
             self.pointer = pointer
+            rawLiterals = false
+        }
+
+        /// A dictionary for inputs of at most `size` bytes whose frames decode fast: the level's
+        /// parameters for such inputs with `minimumMatch`, and literals left raw (no Huffman
+        /// table to build and decode per frame; the dictionary's matches cover what Huffman coding
+        /// would have saved: Docs/benchmarks/analysis.md §32). The parameters live in the
+        /// `ZSTD_CDict`, because a context referencing one takes its parameters from it.
+        init?(_ bytes: [UInt8], level: Int, smallInputs size: Int, minimumMatch: Int) {
+            var parameters = ZSTD_getCParams(Int32(level), UInt64(size), bytes.count)
+            parameters.minMatch = UInt32(minimumMatch)
+            let allocator = ZSTD_customMem(customAlloc: nil, customFree: nil, opaque: nil)
+            guard let pointer = bytes.withUnsafeBytes({
+                ZSTD_createCDict_advanced($0.baseAddress, $0.count, ZSTD_dlm_byCopy, ZSTD_dct_auto, parameters, allocator)
+            }) else { return nil }
+            self.pointer = pointer
+            rawLiterals = true
         }
 
         deinit { ZSTD_freeCDict(pointer) }
