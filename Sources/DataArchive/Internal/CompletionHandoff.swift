@@ -7,14 +7,10 @@ import Synchronization
 /// in one object, the only allocation a prompt callback read makes for its hand-off.
 ///
 /// `@unchecked`: a class open to its one subclass cannot be checked; every stored property is a
-/// `let` of a `Sendable` type or an atomic.
+/// `let` of a `Sendable` type.
 class HandedCompletion: @unchecked Sendable {
     let completions: LaneExecutor<Lane, ClosureJob>
     let claim: LaneExecutor<Lane, ClosureJob>.Claim
-    /// ``CompletionHandoff/running`` until the handler has run (``CompletionHandoff/done``) or its
-    /// caller stopped waiting (``CompletionHandoff/abandoned``): the first compare-exchange decides
-    /// who ends the claim.
-    fileprivate let phase = Atomic<UInt8>(CompletionHandoff.running)
 
     init(completions: LaneExecutor<Lane, ClosureJob>, claim: LaneExecutor<Lane, ClosureJob>.Claim) {
         self.completions = completions
@@ -43,11 +39,14 @@ class HandedCompletion: @unchecked Sendable {
 /// its completion has run (``waitBriefly(_:)``), so a caller that waits for it finds it done.
 ///
 /// A hand-off round trip is cache lines crossing between two cores, a hundred or more nanoseconds
-/// each on a virtual machine, so it crosses as few as it can: the slot is one word, the
-/// completion's pointer, which the caller sets with one compare-exchange (claiming the thread and
-/// posting the job at once) and the thread clears when the handler has run; the completion object
-/// and what the handler touches follow. The lane table stays with the caller, which claimed the
-/// lane and ends the claim.
+/// each on a virtual machine, so it crosses as few as it can. The slot is one word, the
+/// completion's address: the caller sets it with one compare-exchange (claiming the thread and
+/// posting the completion at once), the thread clears it when the handler has run, and a caller
+/// that stops waiting marks it (its low bit) with another compare-exchange, so the word alone
+/// decides who ends the claim. The thread only reads the completion (no reference count of its
+/// own while the caller waits: the caller's keeps it alive), and the lane table stays with the
+/// caller, which claimed the lane and ends the claim. The thread reads the event it sleeps on only
+/// before it sleeps, so a hand-off's notification writes a line no other core holds.
 final class CompletionHandoff: Sendable {
     /// The process's one hand-off thread, started on first use; when idle it sleeps (no CPU).
     static let shared = CompletionHandoff()
@@ -60,11 +59,11 @@ final class CompletionHandoff: Sendable {
     /// thread starts within about a microsecond; one that had to wake the thread may not make it.
     static let callerSpin: UInt64 = 20_000
 
-    /// A ``HandedCompletion``'s phases.
-    fileprivate static let running: UInt8 = 0, done: UInt8 = 1, abandoned: UInt8 = 2
-
-    /// The completion handed over and not yet run, retained; nil while the thread is free.
-    private let slot = Atomic<Unmanaged<HandedCompletion>?>(nil)
+    /// The address of the completion handed over and not yet run, with ``abandoned`` set once its
+    /// caller stopped waiting (then the thread holds a reference and ends the claim); 0 while the
+    /// thread is free.
+    private let slot = Atomic<UInt>(0)
+    private static let abandoned: UInt = 1
     /// Notified on every hand-off; the thread sleeps on it once it has spun.
     private let posted = EventCount()
 
@@ -75,13 +74,10 @@ final class CompletionHandoff: Sendable {
     }
 
     /// Hands `completion` to the thread if it is free; false when it is busy with another (then
-    /// nothing here runs `completion` or ends its claim). After true, pass it to ``waitBriefly(_:)``.
+    /// nothing here runs `completion` or ends its claim). After true, the caller passes it to
+    /// ``waitBriefly(_:)``, holding it until that returns.
     func handOff(_ completion: HandedCompletion) -> Bool {
-        let retained = Unmanaged.passRetained(completion)
-        guard slot.compareExchange(expected: nil, desired: retained, ordering: .sequentiallyConsistent).exchanged else {
-            retained.release()
-            return false
-        }
+        guard slot.compareExchange(expected: 0, desired: Self.address(completion), ordering: .sequentiallyConsistent).exchanged else { return false }
         posted.notifyAll()
         return true
     }
@@ -90,32 +86,46 @@ final class CompletionHandoff: Sendable {
     /// caller goes on either way, so a handler that blocks holds the caller for no longer than that.
     /// Ends the completion's claim when its handler has run by then; else the thread ends it after.
     func waitBriefly(_ completion: HandedCompletion) {
-        let mine = Unmanaged.passUnretained(completion).toOpaque()
+        let address = Self.address(completion)
         // The caller's reference keeps the address from being reused while it compares.
-        let finished = SpinWait.until(nanoseconds: Self.callerSpin) { slot.load(ordering: .acquiring)?.toOpaque() != mine }
-        if finished || !completion.phase.compareExchange(expected: Self.running, desired: Self.abandoned, ordering: .acquiringAndReleasing).exchanged {
-            completion.completions.release(completion.claim)
+        if SpinWait.until(nanoseconds: Self.callerSpin, { slot.load(ordering: .acquiring) != address }) {
+            return completion.completions.release(completion.claim)
         }
+        // The thread keeps the completion alive from here, unless it finished meanwhile.
+        let reference = Unmanaged.passRetained(completion)
+        if slot.compareExchange(expected: address, desired: address | Self.abandoned, ordering: .acquiringAndReleasing).exchanged { return }
+        reference.release()
+        completion.completions.release(completion.claim)
     }
 
     private func loop() {
         while true {
-            let key = posted.key
-            if let completion = slot.load(ordering: .sequentiallyConsistent) {
-                run(completion)
+            let word = slot.load(ordering: .acquiring)
+            if word != 0 {
+                run(word)
                 continue
             }
-            if SpinWait.until(nanoseconds: Self.threadSpin, { slot.load(ordering: .relaxed) != nil }) { continue }
+            if SpinWait.until(nanoseconds: Self.threadSpin, { slot.load(ordering: .relaxed) != 0 }) { continue }
+            // The key before the last look: a hand-off after that look changes it, and the wait returns.
+            let key = posted.key
+            if slot.load(ordering: .sequentiallyConsistent) != 0 { continue }
             posted.wait(key)
         }
     }
 
-    private func run(_ retained: Unmanaged<HandedCompletion>) {
-        let completion = retained.takeRetainedValue()
-        completion.run()
-        if !completion.phase.compareExchange(expected: Self.running, desired: Self.done, ordering: .acquiringAndReleasing).exchanged {
-            completion.completions.release(completion.claim)  // abandoned: its caller left the claim to us
-        }
-        slot.store(nil, ordering: .releasing)
+    private func run(_ word: UInt) {
+        let address = word & ~Self.abandoned
+        let completion = Unmanaged<HandedCompletion>.fromOpaque(UnsafeRawPointer(bitPattern: address)!)
+        // Guaranteed by the waiting caller's reference, or by the one it left when it stopped waiting.
+        completion._withUnsafeGuaranteedRef { $0.run() }
+        if slot.compareExchange(expected: address, desired: 0, ordering: .acquiringAndReleasing).exchanged { return }
+        // Abandoned: its caller left the claim and a reference to us.
+        let abandoned = completion.takeRetainedValue()
+        abandoned.completions.release(abandoned.claim)
+        slot.store(0, ordering: .releasing)
+    }
+
+    private static func address(_ completion: HandedCompletion) -> UInt {
+        UInt(bitPattern: Unmanaged.passUnretained(completion).toOpaque())
     }
 }

@@ -150,8 +150,11 @@ final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
     /// to it wait, and so do waiters for a later ticket.
     func claimIfIdle(_ lane: Lane) -> Claim? {
         state.withLock { state -> Claim? in
-            guard state.lanes[lane] == nil else { return nil }
-            state.lanes[lane] = FIFO()
+            // One hash of the lane when it is idle (the common case of a prompt read), two when not.
+            if let queued = state.lanes.updateValue(FIFO(), forKey: lane) {
+                state.lanes[lane] = queued
+                return nil
+            }
             return Claim(lane: lane, ticket: state.takeTicket())
         }
     }
@@ -195,10 +198,10 @@ final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
     private func release(_ lane: Lane, _ ticket: UInt64) {
         let worker = state.withLock { state -> Int? in
             state.finish(ticket)
-            guard !state.lanes[lane]!.isEmpty else {
-                state.lanes[lane] = nil
-                return nil
-            }
+            // Removed and put back only when jobs were queued behind the claim: one hash otherwise.
+            guard let queued = state.lanes.removeValue(forKey: lane) else { preconditionFailure("a lane released twice") }
+            guard !queued.isEmpty else { return nil }
+            state.lanes[lane] = queued
             return state.makeReady(lane)
         }
         if let worker { start(worker) }
