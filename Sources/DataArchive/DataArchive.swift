@@ -111,39 +111,14 @@ public final class DataArchive: Sendable {
     /// The key's current value: `(data, .success)`, `(nil, .success)` when the key has no value, or
     /// `(nil, .storeFailure)`. Never creates the key.
     public func get(key: String, completionHandler: @escaping @Sendable (Data?, DataArchiveResult) -> Void) {
-        engine.read(on: .key(key), { engine in
-            Result { try engine.current(forKey: key) }
-        }, deliver: { result in
-            switch result {
-            case .success(let data): completionHandler(data, .success)
-            case .failure(let error): completionHandler(nil, .storeFailure(error))
-            }
-        })
+        engine.read(on: .key(key), CurrentValueRead(key: key, completionHandler: completionHandler))
     }
 
     /// The key's current value converted by `T`: `(value, .success)`; `(nil, .fileNotFound)` when
     /// the key has no value; `(nil, .couldNotConvertFile)` when `T.from(data:)` returns nil; or
     /// `(nil, .storeFailure)`. Never creates the key.
     public func get<T: ValueConverter>(key: String, converterType: T.Type, completionHandler: @escaping @Sendable (T.T?, DataArchiveResult) -> Void) {
-        let engine = engine
-        let typeName = String(describing: T.self)
-        let decode = Handover<T>.decoder
-        engine.read(on: .key(key), { engine in
-            Result { try engine.current(forKey: key) }
-        }, deliver: { result in
-            switch result {
-            case .success(nil):
-                completionHandler(nil, .fileNotFound(engine.fileURL(forKey: key, index: 0)))
-            case .success(let data?):
-                if let value = decode.value(data) {
-                    completionHandler(value, .success)
-                } else {
-                    completionHandler(nil, .couldNotConvertFile(engine.fileURL(forKey: key, index: 0), typeName))
-                }
-            case .failure(let error):
-                completionHandler(nil, .storeFailure(error))
-            }
-        })
+        engine.read(on: .key(key), ConvertedValueRead<T>(key: key, engine: engine, decode: Handover<T>.decoder, completionHandler: completionHandler))
     }
 
     /// Every version from one consistent snapshot: the current value, then the archives newest →

@@ -10,28 +10,47 @@ import Glibc
 import Darwin
 #endif
 
+/// A completion that runs `body`, holding the claim of its own lane of `executor`.
+private final class TestCompletion: HandedCompletion, @unchecked Sendable {
+    private let body: @Sendable () -> Void
+
+    init(_ executor: LaneExecutor<Lane, ClosureJob>, _ lane: Lane, _ body: @escaping @Sendable () -> Void) {
+        self.body = body
+        super.init(completions: executor, claim: executor.claimIfIdle(lane)!)
+    }
+
+    override func run() { body() }
+}
+
 /// The hand-off thread behind prompt callback reads, alone and under a DataArchive.
 @Suite struct CompletionHandoffTests {
     let directory = TemporaryDirectory()
+    let executor = LaneExecutor<Lane, ClosureJob>(label: "CompletionHandoffTests", width: 2)
 
-    /// Hands `handler` over, retrying while the shared thread is busy with another test's handler.
-    private func handOffWhenFree(_ handler: @escaping @Sendable () -> Void) -> CompletionHandoff.Handoff {
+    /// Hands `body` over on a new lane, retrying while the shared thread is busy with another
+    /// test's completion (each refused one ends its claim, as a caller falling back to the queue does).
+    private func handOffWhenFree(_ body: @escaping @Sendable () -> Void) -> (TestCompletion, Lane) {
         while true {
-            if let handoff = CompletionHandoff.shared.handOff(handler) { return handoff }
+            let lane = Lane.newReader()
+            let completion = TestCompletion(executor, lane, body)
+            if CompletionHandoff.shared.handOff(completion) { return (completion, lane) }
+            executor.release(completion.claim)
             usleep(100)
         }
     }
 
-    /// Threads hand over handlers as fast as they can: each one accepted runs exactly once, on
-    /// another thread than its caller, never two at once; each refused one is not run.
-    @Test func handedHandlersRunOnceOffTheCallersThreadOneAtATime() async {
+    /// Threads hand over completions as fast as they can: each one accepted runs exactly once, on
+    /// another thread than its caller, never two at once, and its lane claim ends once it has run
+    /// (the lane is idle again); each refused one is not run.
+    @Test func handedCompletionsRunOnceOffTheCallersThreadOneAtATime() async {
         let threads = 8, attempts = 2_000
         let accepted = Atomic<Int>(0), ran = Atomic<Int>(0), running = Atomic<Int>(0)
         let overlapped = Atomic<Bool>(false), onCaller = Atomic<Bool>(false)
-        let handoffs = Mutex<[CompletionHandoff.Handoff]>([])
+        let lanes = Mutex<[Lane]>([])
+        let executor = executor
         DispatchQueue.concurrentPerform(iterations: threads) { _ in
             let caller = pthread_self()
-            let handler: @Sendable () -> Void = {
+            let body: @Sendable () -> Void = {
                 if running.add(1, ordering: .sequentiallyConsistent).newValue > 1 { overlapped.store(true, ordering: .relaxed) }
                 if pthread_equal(pthread_self(), caller) != 0 { onCaller.store(true, ordering: .relaxed) }
                 ran.add(1, ordering: .relaxed)
@@ -39,52 +58,84 @@ import Darwin
             }
             var acceptedHere = 0
             for _ in 0 ..< attempts {
-                if let handoff = CompletionHandoff.shared.handOff(handler) {
+                let lane = Lane.newReader()
+                let completion = TestCompletion(executor, lane, body)
+                if CompletionHandoff.shared.handOff(completion) {
                     acceptedHere += 1
-                    handoff.waitBriefly()
-                    handoffs.withLock { $0.append(handoff) }
+                    CompletionHandoff.shared.waitBriefly(completion)
+                    lanes.withLock { $0.append(lane) }
+                } else {
+                    executor.release(completion.claim)
                 }
             }
             // Under load the thread can be busy for every attempt (another test's handler, or this
             // test's descheduled); one accepted hand-off per caller keeps the checks below from
             // holding vacuously.
             if acceptedHere == 0 {
-                let handoff = handOffWhenFree(handler)
+                let (completion, lane) = handOffWhenFree(body)
                 acceptedHere += 1
-                handoff.waitBriefly()
-                handoffs.withLock { $0.append(handoff) }
+                CompletionHandoff.shared.waitBriefly(completion)
+                lanes.withLock { $0.append(lane) }
             }
             accepted.add(acceptedHere, ordering: .relaxed)
         }
         // The last one may still be running: a final hand-off of our own runs after it.
         let drained = DispatchSemaphore(value: 0)
-        _ = handOffWhenFree { drained.signal() }
+        let (last, _) = handOffWhenFree { drained.signal() }
         drained.wait()
+        CompletionHandoff.shared.waitBriefly(last)
         let acceptedCount = accepted.load(ordering: .relaxed), ranCount = ran.load(ordering: .relaxed)
         #expect(acceptedCount >= threads)
         #expect(ranCount == acceptedCount)
         let didOverlap = overlapped.load(ordering: .relaxed), ranOnCaller = onCaller.load(ordering: .relaxed)
         #expect(!didOverlap)
         #expect(!ranOnCaller)
+        // Every claim ended (a claim's end would crash if it ran twice): each lane can be claimed again.
+        let idle = lanes.withLock { $0.allSatisfy { executor.claimIfIdle($0) != nil } }
+        #expect(idle)
     }
 
-    /// While a handler runs, the thread refuses the next (its caller queues it elsewhere), and a
-    /// caller waiting for a blocked handler gives up after a bounded spin instead of waiting for it.
-    @Test func aBusyThreadRefusesAndABlockedHandlerDoesNotHoldItsCaller() {
-        let release = DispatchSemaphore(value: 0), started = DispatchSemaphore(value: 0), finished = DispatchSemaphore(value: 0)
-        let handoff = handOffWhenFree {
+    /// While a handler runs, the thread refuses the next (its caller queues it elsewhere); a caller
+    /// waiting for a blocked handler gives up after a bounded spin instead of waiting for it, and
+    /// then the thread ends the claim once the handler has run: a job queued on the lane
+    /// meanwhile runs after the handler, not before.
+    @Test func aBlockedHandlerDoesNotHoldItsCallerAndStillHoldsItsLane() {
+        let release = DispatchSemaphore(value: 0), started = DispatchSemaphore(value: 0), queued = DispatchSemaphore(value: 0)
+        let order = Mutex<[String]>([])
+        let (blocked, lane) = handOffWhenFree {
             started.signal()
             release.wait()
-            finished.signal()
+            order.withLock { $0.append("handler") }
         }
         started.wait()
-        #expect(CompletionHandoff.shared.handOff {} == nil)
-        handoff.waitBriefly()                                   // returns: the handler is still blocked
+        let refused = TestCompletion(executor, Lane.newReader(), {})
+        #expect(!CompletionHandoff.shared.handOff(refused))
+        executor.release(refused.claim)
+        CompletionHandoff.shared.waitBriefly(blocked)           // returns: the handler is still blocked
+        executor.submit(lane) {
+            order.withLock { $0.append("queued") }
+            queued.signal()
+        }
+        usleep(2_000)
+        #expect(order.withLock { $0 } == [])
         release.signal()
-        finished.wait()
-        let next = DispatchSemaphore(value: 0)
-        _ = handOffWhenFree { next.signal() }
-        next.wait()
+        queued.wait()
+        #expect(order.withLock { $0 } == ["handler", "queued"])
+        executor.waitUntilFinished(through: executor.lastTicket)
+        #expect(executor.claimIfIdle(lane) != nil)
+    }
+
+    /// A caller that saw its handler run ends the claim itself: the lane is idle when
+    /// `waitBriefly` returns.
+    @Test func aCallerThatSawItsHandlerRunEndsTheClaim() {
+        let ran = Atomic<Bool>(false)
+        let (completion, lane) = handOffWhenFree { ran.store(true, ordering: .releasing) }
+        CompletionHandoff.shared.waitBriefly(completion)
+        // The handler ran within the caller's spin unless the thread was descheduled for all of
+        // it; either way exactly one side ends the claim, and once the handler ran the lane is idle.
+        while !ran.load(ordering: .acquiring) { usleep(100) }
+        executor.waitUntilFinished(through: executor.lastTicket)
+        #expect(executor.claimIfIdle(lane) != nil)
     }
 
     /// Callback gets of idle keys (handed off when the thread is free) interleaved with queued

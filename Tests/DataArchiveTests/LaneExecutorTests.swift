@@ -140,9 +140,10 @@ import Darwin
     }
 
     /// A claimed lane refuses another claim and holds the jobs submitted to it until the claim is
-    /// released, from any thread; then they run in order.
-    @Test func aClaimHoldsItsLaneUntilReleasedFromAnyThread() async {
-        let executor = LaneExecutor<Int, ClosureJob>(label: "test", width: 2)
+    /// released, from any thread; then they run in order, and the lane is idle again afterwards.
+    /// The same with an executor that keeps no tickets (the completion executor).
+    @Test(arguments: [true, false]) func aClaimHoldsItsLaneUntilReleasedFromAnyThread(waitable: Bool) async {
+        let executor = LaneExecutor<Int, ClosureJob>(label: "test", width: 2, waitable: waitable)
         let log = Mutex<[Int]>([])
         let done = Countdown(3)
         guard let claim = executor.claimIfIdle(0) else {
@@ -162,6 +163,16 @@ import Darwin
         DispatchQueue.global().async { executor.release(claim) }
         await done.wait()
         #expect(log.withLock { $0 } == [1, 2, 3])
+        // The last job's bookkeeping follows its body: poll briefly for the lane to come free.
+        var idleAgain = executor.claimIfIdle(0)
+        for _ in 0 ..< 1_000 where idleAgain == nil {
+            usleep(1_000)
+            idleAgain = executor.claimIfIdle(0)
+        }
+        #expect(idleAgain != nil)
+        // A claim of an idle lane ends with nothing queued behind it: the lane is idle at once.
+        if let idleAgain { executor.release(idleAgain) }
+        #expect(executor.claimIfIdle(0) != nil)
     }
 
     @Test func fifoReleasesElementsAndKeepsOrder() {

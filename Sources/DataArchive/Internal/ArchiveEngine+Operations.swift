@@ -84,36 +84,40 @@ extension ArchiveEngine {
         })
     }
 
-    /// Runs the read `operation` on `lane` after everything called before it there, then hands its
-    /// result to `deliver` on the same lane of `completions` (never on the caller's stack). When
-    /// nothing is queued or running on the lane, the read runs at once on the calling thread, and
-    /// the completion goes to the hand-off thread when it is free (``deliverPromptly(on:_:)``).
+    /// Runs `read` on `lane` after everything called before it there, then hands its result to
+    /// `read.deliver` on the same lane of `completions` (never on the caller's stack). When nothing
+    /// is queued or running on the lane, the read runs at once on the calling thread, and the
+    /// completion goes to the hand-off thread when it is free (``deliverPromptly(on:_:)``).
+    func read<Read: CallbackRead>(on lane: Lane, _ read: Read) {
+        // The completion is handed on before the lane is released, so it precedes those of later calls.
+        let ran = operations.runIfIdle(lane) {
+            deliverPromptly(on: lane, read, read.read(self))
+        }
+        guard let ran else { return perform(on: lane, { read.read($0) }, deliver: { read.deliver($0) }) }
+        // Waited for after the lane is released: the operations called meanwhile need not wait too.
+        if let ran { CompletionHandoff.shared.waitBriefly(ran) }
+    }
+
+    /// Runs `operation` on `lane` as ``read(on:_:)`` does, handing its result to `deliver`.
     func read<R: Sendable>(
         on lane: Lane, _ operation: @escaping @Sendable (ArchiveEngine) -> R, deliver: @escaping @Sendable (R) -> Void
     ) {
-        // The completion is handed on before the lane is released, so it precedes those of later calls.
-        let ran = operations.runIfIdle(lane) {
-            let result = operation(self)
-            return deliverPromptly(on: lane) { deliver(result) }
-        }
-        guard let ran else { return perform(on: lane, operation, deliver: deliver) }
-        // Waited for after the lane is released: the operations called meanwhile need not wait too.
-        ran?.waitBriefly()
+        read(on: lane, ClosureRead(body: operation, handler: deliver))
     }
 
-    /// Runs `handler` as the next completion of `lane`: on the hand-off thread when the lane has no
-    /// completion queued or running and the thread is free (returned, for the caller to wait for
-    /// briefly), else queued on `completions`. Either way it runs after the lane's earlier
-    /// completions and before its later ones, never on the caller's stack.
-    private func deliverPromptly(on lane: Lane, _ handler: @escaping @Sendable () -> Void) -> CompletionHandoff.Handoff? {
+    /// Hands `value` to `read.deliver` as the next completion of `lane`: on the hand-off thread when
+    /// the lane has no completion queued or running and the thread is free (returned, for the
+    /// caller to wait for briefly), else queued on `completions`. Either way it runs after the
+    /// lane's earlier completions and before its later ones, never on the caller's stack.
+    private func deliverPromptly<Read: CallbackRead>(on lane: Lane, _ read: Read, _ value: Read.Value) -> HandedCompletion? {
         guard let claim = completions.claimIfIdle(lane) else {
-            completions.submit(lane, handler)
+            completions.submit(lane) { read.deliver(value) }
             return nil
         }
-        let completions = completions
-        if let handoff = CompletionHandoff.shared.handOff({ handler(); completions.release(claim) }) { return handoff }
+        let delivery = Delivery(read, value, completions: completions, claim: claim)
+        if CompletionHandoff.shared.handOff(delivery) { return delivery }
         // Queued behind the claim, so it runs once the claim ends, before anything submitted later.
-        completions.submit(lane, handler)
+        completions.submit(lane) { delivery.run() }
         completions.release(claim)
         return nil
     }

@@ -39,12 +39,15 @@ final class ArchiveEngine: Sendable {
     }
 
     private let source: Mutex<Source>
+    /// The store when it was given: it never changes, so reads take it without the lock.
+    private let given: Store?
     /// The engine's key in `SharedObjects`; nil for an engine that is not shared.
     private let registryKey: SharedObjects.Key?
 
     private init(directory: URL, source: Source, registryKey: SharedObjects.Key?) {
         self.directory = directory
         self.source = Mutex(source)
+        if case .given(let store) = source { given = store } else { given = nil }
         self.registryKey = registryKey
         let cores = ProcessInfo.processInfo.activeProcessorCount
         let durability: Store.Durability
@@ -57,7 +60,7 @@ final class ArchiveEngine: Sendable {
         let width = durability == .full ? 16 : max(2, cores)
         operations = LaneExecutor(label: "DataArchive.operations", width: width)
         // Completion handlers are user code; workers start on demand, so short handlers use few.
-        completions = LaneExecutor(label: "DataArchive.completions", width: max(8, 2 * cores))
+        completions = LaneExecutor(label: "DataArchive.completions", width: max(8, 2 * cores), waitable: false)
     }
 
     deinit {
@@ -67,7 +70,8 @@ final class ArchiveEngine: Sendable {
 
     /// The store, opening it when this engine owns it and it is not open yet.
     func store() throws -> Store {
-        try source.withLock { source in
+        if let given { return given }
+        return try source.withLock { source in
             switch source {
             case .given(let store):
                 return store

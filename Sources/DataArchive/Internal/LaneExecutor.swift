@@ -57,11 +57,14 @@ final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
         /// Active workers running a batch (the others are between batches and will look at `ready`).
         var busy = 0
         var lastTicket: UInt64 = 0
+        /// Whether ``unfinished`` is kept, for ``LaneExecutor/waitUntilFinished(through:)``.
+        let tracksTickets: Bool
         var unfinished: Set<UInt64> = []
         var waiters: [Waiter] = []
 
         /// Marks a job finished and releases the waiters it was the last one for.
         mutating func finish(_ ticket: UInt64) {
+            guard tracksTickets else { return }
             unfinished.remove(ticket)
             guard !waiters.isEmpty else { return }
             var released = false
@@ -78,7 +81,7 @@ final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
         /// Issues the next ticket, counted unfinished until ``finish(_:)``.
         mutating func takeTicket() -> UInt64 {
             lastTicket += 1
-            unfinished.insert(lastTicket)
+            if tracksTickets { unfinished.insert(lastTicket) }
             return lastTicket
         }
 
@@ -98,7 +101,10 @@ final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
     private let state: Mutex<State>
     private let identity: Int
 
-    init(label: String, width: Int) {
+    /// `waitable: false` spares every job and claim the bookkeeping ``waitUntilFinished(through:)``
+    /// needs, for an executor nothing waits on (the completion executor: a set of tickets is a
+    /// hash insert and remove per job).
+    init(label: String, width: Int, waitable: Bool = true) {
         precondition(width > 0)
         let identity = nextExecutorIdentity.add(1, ordering: .relaxed).newValue
         self.identity = identity
@@ -107,7 +113,7 @@ final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
             queue.setSpecific(key: workerSpecificKey, value: identity)
             return queue
         }
-        state = Mutex(State(idleWorkers: Array((0 ..< width).reversed())))
+        state = Mutex(State(idleWorkers: Array((0 ..< width).reversed()), tracksTickets: waitable))
     }
 
     /// Whether the calling thread is running one of this executor's jobs.
@@ -150,8 +156,11 @@ final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
     /// to it wait, and so do waiters for a later ticket.
     func claimIfIdle(_ lane: Lane) -> Claim? {
         state.withLock { state -> Claim? in
-            guard state.lanes[lane] == nil else { return nil }
-            state.lanes[lane] = FIFO()
+            // One hash of the lane when it is idle (the common case of a prompt read), two when not.
+            if let queued = state.lanes.updateValue(FIFO(), forKey: lane) {
+                state.lanes[lane] = queued
+                return nil
+            }
             return Claim(lane: lane, ticket: state.takeTicket())
         }
     }
@@ -195,10 +204,10 @@ final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
     private func release(_ lane: Lane, _ ticket: UInt64) {
         let worker = state.withLock { state -> Int? in
             state.finish(ticket)
-            guard !state.lanes[lane]!.isEmpty else {
-                state.lanes[lane] = nil
-                return nil
-            }
+            // Removed and put back only when jobs were queued behind the claim: one hash otherwise.
+            guard let queued = state.lanes.removeValue(forKey: lane) else { preconditionFailure("a lane released twice") }
+            guard !queued.isEmpty else { return nil }
+            state.lanes[lane] = queued
             return state.makeReady(lane)
         }
         if let worker { start(worker) }
@@ -264,6 +273,7 @@ final class LaneExecutor<Lane: Hashable & Sendable, Job: LaneJob>: Sendable {
     /// Blocks until every job with a ticket up to `ticket` has run. Returns at once when called on
     /// one of this executor's workers (waiting there could wait for the caller itself).
     func waitUntilFinished(through ticket: UInt64) {
+        precondition(state.withLock { $0.tracksTickets }, "waitUntilFinished on an executor made with waitable: false")
         guard !isCurrentThreadWorker else { return }
         let semaphore = DispatchSemaphore(value: 0)
         let mustWait = state.withLock { state in
