@@ -15,14 +15,21 @@ enum TreeEncoder {
         try encodeValue(value, previous: previous, codingPath: [])
     }
 
-    static func encodeValue<T: Encodable>(_ value: T, previous: StateNode?, codingPath: [any CodingKey]) throws -> StateNode {
+    /// ``encode(_:previous:)`` of a value its caller has already found unequal to the one
+    /// `previous` was built from (an update compares the roots to skip equal ones): the root's `==`,
+    /// which walks a large array up to its change, is not run a second time.
+    static func encode<T: Encodable>(_ value: T, changedFrom previous: StateNode?) throws -> StateNode {
+        try encodeValue(value, previous: previous, codingPath: [], compared: true)
+    }
+
+    static func encodeValue<T: Encodable>(_ value: T, previous: StateNode?, codingPath: [any CodingKey], compared: Bool = false) throws -> StateNode {
         // A container compares itself with the previous version's (and returns `previous` when
         // equal): an array in a cheaper way than `==`, which compares element by element up to the
         // change once an update has copied the buffer.
         if let container = value as? any MemoizedContainer {
             return try container.encodeNode(previous: previous, codingPath: codingPath)
         }
-        if let previous, let source = previous.source, Equality.equal(value, any: source) { return previous }
+        if !compared, let previous, let source = previous.source, Equality.equal(value, any: source) { return previous }
         let source: Any? = value is any Equatable ? value : nil
         switch value {
         case let data as Data:
