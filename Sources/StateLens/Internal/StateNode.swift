@@ -467,8 +467,14 @@ final class StateNode: @unchecked Sendable {
             return
         }
         guard chunks.isEmpty else {
-            // The digests are beside the chunks: a known chunk's object is not visited.
-            for (index, digest) in chunkDigests.enumerated() where !known.sortedContains(digest) {
+            // `parts` and `known` are both ascending: one pass over the two finds the digests not
+            // known, without visiting a known chunk's object. A part of a member is new only in a
+            // new chunk (a known chunk's bytes name it), so it is reached through that chunk.
+            var knownIndex = 0
+            for digest in parts {
+                while knownIndex < known.count, known[knownIndex] < digest { knownIndex += 1 }
+                guard knownIndex == known.count || known[knownIndex] != digest, output[digest] == nil,
+                      let index = chunkDigests.firstIndex(of: digest) else { continue }
                 let chunk = chunks[index]
                 output[digest] = chunk.part
                 for member in chunk.members { member.newParts(excluding: known, into: &output) }
