@@ -318,7 +318,7 @@ final class StateNode: @unchecked Sendable {
         appendReferences(ofPrevious: (oldCount - cut.reusedTail) ..< oldCount)
         fragment.append(close)
         let parts: [Digest]
-        if let previous, previous.parts.count == oldCount, chunks[fresh].allSatisfy(\.memberParts.isEmpty) {
+        if let previous, previous.parts.count == oldCount, chunks[fresh].allSatisfy({ $0.memberParts.isEmpty }) {
             var edited = previous.parts
             for digest in previous.chunkDigests[cut.reusedHead ..< oldCount - cut.reusedTail] {
                 if let index = edited.sortedIndex(of: digest) { edited.remove(at: index) }

@@ -70,10 +70,13 @@ extension Array: MemoizedContainer where Element: Encodable & Equatable {
         for index in prefix ..< count - suffix {
             let element = self[index]
             let oldNode = index < oldCount ? previous?.child(at: index) : nil
-            if let old, let oldNode, index < old.count, old[index] == element {
+            let oldElement = old.flatMap { index < $0.count ? $0[index] : nil }
+            if let oldElement, let oldNode, oldElement == element {
                 middle.append(oldNode)
             } else {
-                middle.append(try TreeEncoder.encodeValue(element, previous: oldNode, codingPath: codingPath + [IndexKey(index)]))
+                // An element found unequal to the one its old node was built from is not compared again.
+                let compared = oldElement != nil && oldNode != nil
+                middle.append(try TreeEncoder.encodeValue(element, previous: oldNode, codingPath: codingPath + [IndexKey(index)], compared: compared))
                 unchanged = false
             }
         }
@@ -128,10 +131,13 @@ extension Dictionary: MemoizedContainer where Key == String, Value: Encodable & 
         members.reserveCapacity(count)
         for (key, value) in self {
             let oldNode = previous?.child(forKey: key)
-            if let old, let oldNode, old[key] == value {
+            let oldValue = old?[key]
+            if let oldValue, let oldNode, oldValue == value {
                 members.append((key, oldNode))
             } else {
-                members.append((key, try TreeEncoder.encodeValue(value, previous: oldNode, codingPath: codingPath + [StringKey(key)])))
+                // As for an array's element: a value found unequal is not compared again.
+                let compared = oldValue != nil && oldNode != nil
+                members.append((key, try TreeEncoder.encodeValue(value, previous: oldNode, codingPath: codingPath + [StringKey(key)], compared: compared)))
             }
         }
         return .object(members, source: self, previous: previous)
