@@ -147,7 +147,10 @@ public final class LensStore<Root: Codable & Sendable & Equatable>: Sendable {
                 try commit { current in
                     var root = current ?? defaultValue
                     try body(&root)
-                    return (root == (current ?? defaultValue) ? current : root, ())
+                    // The core compares `root` with `current` (no commit when equal); only a default
+                    // left as it was is compared here, so that it is not stored on its own.
+                    guard current == nil, root == defaultValue else { return (root, ()) }
+                    return (nil, ())
                 }
             },
             observe: { initial, finish, deliver in

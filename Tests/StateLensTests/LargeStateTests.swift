@@ -90,11 +90,16 @@ extension LargeStateTests {
     /// A large array's chunks are kept between versions and only the ones around a change are cut
     /// again: after edits at the start, the middle and the end (changes, inserts, removals, in
     /// place and through `set`), the head record is byte for byte the one a fresh write of the
-    /// final value makes (the same chunks, so the same parts), and reads back exactly.
-    @Test func chunksKeptBetweenVersionsAreTheChunksAFreshWriteMakes() throws {
+    /// final value makes (the same chunks, so the same parts), and reads back exactly. With
+    /// `largeNote`, one item's notes are a part of their own inside a chunk (a chunk with parts
+    /// of its own, whose container's parts are gathered and sorted again), until an edit
+    /// shortens them and the parts are edited in place from then on.
+    @Test(arguments: [0, 20_000])
+    func chunksKeptBetweenVersionsAreTheChunksAFreshWriteMakes(largeNote: Int) throws {
         let fixture = try Fixture()
         let edited = try LensStore(store: fixture.store, name: "edited", default: Catalog())
         var expected = Catalog.large(count: 600)
+        if largeNote > 0 { expected.items[200].notes = String(repeating: "n", count: largeNote) }
         try edited.root.set(expected)
         let edits: [(inout [Item]) -> Void] = [
             { $0[0].name = "first" },
@@ -106,6 +111,8 @@ extension LargeStateTests {
             { $0.removeLast(3) },
             { $0.insert(Item(id: -3, name: "at the start", notes: "", flags: []), at: 0) },
             { $0.swapAt(100, 400) },
+            { items in for index in items.indices where items[index].notes.utf8.count > 16_384 { items[index].notes = "short" } },
+            { $0[450].name = "after" },
         ]
         for (round, edit) in edits.enumerated() {
             edit(&expected.items)

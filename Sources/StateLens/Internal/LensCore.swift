@@ -29,11 +29,16 @@ final class Version<Root: Sendable>: Sendable {
     let tree: StateNode?
     /// The head record's content; nil when there is no head record.
     let stored: VersionRecord?
+    /// `stored` as a record, encoded once: every update compares the head record it finds with
+    /// it, and encoding a large state's (a template and references per chunk) for each comparison
+    /// was a cost that grew with the state (Docs/statelens.md, "Speed").
+    let record: Record?
 
-    init(root: Root?, tree: StateNode?, stored: VersionRecord?) {
+    init(root: Root?, tree: StateNode?, stored: VersionRecord?, record: Record? = nil) {
         self.root = root
         self.tree = tree
         self.stored = stored
+        self.record = record ?? stored?.record
     }
 
     var sequence: UInt64 { stored?.sequence ?? 0 }
@@ -106,17 +111,17 @@ final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
 
     /// Reads the head record and decodes it with `decode` (which may migrate).
     static func load(store: Store, keys: StateKeys, decode: (Data) throws -> (Root, migrated: Bool)) throws -> Version<Root> {
-        let (stored, json): (VersionRecord?, Data?) = try store.read { snapshot in
-            guard let record = try snapshot.record(forKey: keys.head) else { return (nil, nil) }
+        let (record, stored, json): (Record?, VersionRecord?, Data?) = try store.read { snapshot in
+            guard let record = try snapshot.record(forKey: keys.head) else { return (nil, nil, nil) }
             let stored = try VersionRecord(record, key: keys.head)
-            return (stored, try stored.json(in: snapshot))
+            return (record, stored, try stored.json(in: snapshot))
         }
-        guard let json else { return Version(root: nil, tree: nil, stored: stored) }
+        guard let json else { return Version(root: nil, tree: nil, stored: stored, record: record) }
         let (root, migrated) = try decode(json)
         // A migrated root's tree is built by its first update; an unchanged root's now, so that the
         // first update already re-stores only what it changes.
         let tree = migrated ? nil : try TreeEncoder.encode(root, previous: nil)
-        return Version(root: root, tree: tree, stored: stored)
+        return Version(root: root, tree: tree, stored: stored, record: record)
     }
 
     // MARK: Updates
@@ -150,7 +155,7 @@ final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
         let head = try transaction.record(forKey: keys.head)
         for known in [tentative.withLock { $0 }, latest] {
             guard let known else { continue }
-            if head == known.stored?.record || (head == nil && known.stored == nil) { return known }
+            if head == known.record { return known }
         }
         // Written by another process sharing the store (a cluster instance): read it as it is.
         guard let head else { return Version(root: nil, tree: nil, stored: nil) }
@@ -158,7 +163,7 @@ final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
         let json = try stored.template.map { template in
             Data(try PartFormat.expand(template) { [UInt8](try store.get($0)) })
         }
-        return Version(root: try json.map(decode), tree: nil, stored: stored)
+        return Version(root: try json.map(decode), tree: nil, stored: stored, record: head)
     }
 
     /// Puts the parts `new` needs and sets the head (and version) records. REQUIRES: inside the
@@ -169,7 +174,8 @@ final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
         var tree: StateNode?
         var stored = VersionRecord(sequence: sequence, date: date, template: nil, parts: [])
         if let new {
-            let built = try TreeEncoder.encode(new, previous: base.tree)
+            // `commit` found `new` unequal to `base.root`, the value `base.tree` was built from.
+            let built = try TreeEncoder.encode(new, changedFrom: base.tree)
             var parts: [Digest: Part] = [:]
             built.newParts(excluding: base.stored?.parts ?? [], into: &parts)
             // The digests were computed as the parts were built: the store need not hash again.
@@ -177,13 +183,14 @@ final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
             stored = VersionRecord(sequence: sequence, date: date, template: built.fragment, parts: built.parts)
             tree = built
         }
-        try transaction.setRecord(stored.record, forKey: keys.head)
-        if keptVersions > 0, let previous = base.stored {
-            try transaction.setRecord(previous.record, forKey: keys.version(previous.sequence))
+        let record = stored.record
+        try transaction.setRecord(record, forKey: keys.head)
+        if keptVersions > 0, let previous = base.stored, let previousRecord = base.record {
+            try transaction.setRecord(previousRecord, forKey: keys.version(previous.sequence))
         }
         let kept = try transaction.keys(withPrefix: keys.versionPrefix)
         for key in kept.dropLast(max(0, keptVersions)) { try transaction.removeRecord(forKey: key) }
-        let version = Version(root: new, tree: tree, stored: stored)
+        let version = Version(root: new, tree: tree, stored: stored, record: record)
         tentative.withLock { $0 = version }
         publication.withLock { $0.produced[sequence] = version }
         return version

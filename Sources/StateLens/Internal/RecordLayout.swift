@@ -55,8 +55,9 @@ struct VersionRecord: Hashable, Sendable {
         self.date = date
         self.template = template
         // Sorted, then equal neighbours dropped: cheaper than a set for the ~100 parts of a
-        // large state, and ``StateNode/newParts(excluding:into:)`` searches the result.
-        var sorted = parts.sorted()
+        // large state, and ``StateNode/newParts(excluding:into:)`` searches the result. A root
+        // whose parts are one large container's arrives sorted (``StateNode/parts``).
+        var sorted = parts.isAscending ? parts : parts.sorted()
         sorted.removeAdjacentDuplicates()
         self.parts = sorted
     }
@@ -129,11 +130,22 @@ extension Array where Element: Comparable {
 
     /// The index of `element` in this array, sorted ascending (binary search).
     func sortedIndex(of element: Element) -> Int? {
+        let low = sortedInsertionIndex(of: element)
+        return low < count && self[low] == element ? low : nil
+    }
+
+    /// The first index of this array, sorted ascending, whose element is not less than `element`.
+    func sortedInsertionIndex(of element: Element) -> Int {
         var (low, high) = (0, count)
         while low < high {
             let middle = (low + high) / 2
             if self[middle] < element { low = middle + 1 } else { high = middle }
         }
-        return low < count && self[low] == element ? low : nil
+        return low
+    }
+
+    /// Whether every element is at most the next.
+    var isAscending: Bool {
+        indices.dropFirst().allSatisfy { self[$0 - 1] <= self[$0] }
     }
 }

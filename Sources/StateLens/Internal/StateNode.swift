@@ -127,12 +127,17 @@ final class StateNode: @unchecked Sendable {
     let ownPart: Part?
     /// The chunks of a large container.
     let chunks: [Chunk]
+    /// The digests of `chunks`' parts, in the same order: kept beside the chunks so that an update
+    /// reads a large container's references from one array, not from a hundred chunk objects last
+    /// touched by the update before.
+    let chunkDigests: [Digest]
     /// How many members the chunks up to each one hold (index after its last member).
     let chunkEnds: [Int]
     /// The bytes of a container's member texts (an object's with their keys), separators excluded:
     /// what decides whether it is cut into chunks.
     let memberBytes: Int
-    /// Every part the fragment's expansion needs, this subtree's own and its descendants'.
+    /// Every part the fragment's expansion needs, this subtree's own and its descendants'. A large
+    /// container's are ascending (duplicates kept), so a parent holding only it passes them on sorted.
     let parts: [Digest]
     /// A hash of the fragment, for chunk boundaries: computed when a cut first asks for it, then
     /// kept. Most large fragments are never asked (a state's root, the node of a large array
@@ -149,12 +154,14 @@ final class StateNode: @unchecked Sendable {
     private let fingerprintValue = Atomic<UInt64>(0)
     private let fingerprintKnown = Atomic<Bool>(false)
 
-    private init(kind: Kind, source: Any?, fragment: [UInt8], ownPart: Part? = nil, chunks: [Chunk] = [], memberBytes: Int = 0, parts: [Digest]) {
+    private init(kind: Kind, source: Any?, fragment: [UInt8], ownPart: Part? = nil, chunks: [Chunk] = [], chunkDigests: [Digest] = [],
+                 memberBytes: Int = 0, parts: [Digest]) {
         self.kind = kind
         self.source = source
         self.fragment = fragment
         self.ownPart = ownPart
         self.chunks = chunks
+        self.chunkDigests = chunkDigests
         var end = 0
         self.chunkEnds = chunks.map { chunk in
             end += chunk.members.count
@@ -200,10 +207,10 @@ final class StateNode: @unchecked Sendable {
                 oldChildren[old] === children[new] && oldKeys[old] == keys[new]
             }
         }
-        let chunks = chunked(count: children.count, prefix: prefix, suffix: suffix, previous: reusable) { index in
+        let cut = chunked(count: children.count, prefix: prefix, suffix: suffix, previous: reusable) { index in
             (children[index], texts[index], StateNode.fnv(Array(keys[index].utf8)[...]) ^ children[index].fingerprint)
         }
-        return chunkedContainer(kind: kind, brackets: "{}", chunks: chunks, memberBytes: memberBytes, source: source)
+        return chunkedContainer(kind: kind, brackets: "{}", cut: cut, previous: reusable, memberBytes: memberBytes, source: source)
     }
 
     /// `members` in key order (UTF-8 bytes). A struct's few members go through an insertion sort:
@@ -255,11 +262,11 @@ final class StateNode: @unchecked Sendable {
                           memberBytes: memberBytes, source: source)
         }
         let reusable = previous.flatMap { $0.isChunkedArray ? $0 : nil }
-        let chunks = chunked(count: count, prefix: reusable == nil ? 0 : prefix, suffix: reusable == nil ? 0 : suffix, previous: reusable) { index in
+        let cut = chunked(count: count, prefix: reusable == nil ? 0 : prefix, suffix: reusable == nil ? 0 : suffix, previous: reusable) { index in
             let node = element(index)
             return (node, node.fragment, node.fingerprint)
         }
-        return chunkedContainer(kind: .chunkedArray, brackets: "[]", chunks: chunks, memberBytes: memberBytes, source: source)
+        return chunkedContainer(kind: .chunkedArray, brackets: "[]", cut: cut, previous: reusable, memberBytes: memberBytes, source: source)
     }
 
     /// Whether a container of `count` members whose texts add up to `memberBytes` is cut into chunks.
@@ -280,21 +287,48 @@ final class StateNode: @unchecked Sendable {
         return StateNode(kind: kind, source: source, fragment: fragment, memberBytes: memberBytes, parts: parts)
     }
 
-    /// A container whose fragment is its brackets around its chunks' references.
-    private static func chunkedContainer(kind: Kind, brackets: StaticString, chunks: [Chunk], memberBytes: Int, source: Any?) -> StateNode {
+    /// A container whose fragment is its brackets around its chunks' references. The references
+    /// and parts of the chunks `cut` took from `previous` are copied from `previous`'s fragment and
+    /// digests, and its sorted parts are edited by the chunks that changed, when no chunk holds
+    /// parts of its own (no member larger than a part): so an update does not visit the unchanged
+    /// chunks, nor sort the parts again.
+    private static func chunkedContainer(kind: Kind, brackets: StaticString, cut: Cut, previous: StateNode?, memberBytes: Int, source: Any?) -> StateNode {
+        let chunks = cut.chunks
+        let fresh = cut.reusedHead ..< chunks.count - cut.reusedTail
+        var digests: [Digest] = []
+        digests.reserveCapacity(chunks.count)
         let (open, close) = brackets.withUTF8Buffer { ($0[0], $0[1]) }
         var fragment: [UInt8] = [open]
         fragment.reserveCapacity(chunks.count * (PartFormat.referenceSize + 1) + 1)
-        var parts: [Digest] = []
-        parts.reserveCapacity(chunks.count)
-        for (index, chunk) in chunks.enumerated() {
-            if index > 0 { fragment.append(UInt8(ascii: ",")) }
-            PartFormat.appendReference(chunk.part.digest, to: &fragment)
-            parts.append(chunk.part.digest)
-            parts.append(contentsOf: chunk.memberParts)
+        // A reference and its separator take `stride` bytes of a chunked fragment, after the bracket.
+        let stride = PartFormat.referenceSize + 1
+        func appendReferences(ofPrevious range: Range<Int>) {
+            guard let previous, !range.isEmpty else { return }
+            if fragment.count > 1 { fragment.append(UInt8(ascii: ",")) }
+            fragment.append(contentsOf: previous.fragment[(1 + range.lowerBound * stride) ..< (range.upperBound * stride)])
+            digests.append(contentsOf: previous.chunkDigests[range])
         }
+        let oldCount = previous?.chunks.count ?? 0
+        appendReferences(ofPrevious: 0 ..< cut.reusedHead)
+        for chunk in chunks[fresh] {
+            if fragment.count > 1 { fragment.append(UInt8(ascii: ",")) }
+            PartFormat.appendReference(chunk.part.digest, to: &fragment)
+            digests.append(chunk.part.digest)
+        }
+        appendReferences(ofPrevious: (oldCount - cut.reusedTail) ..< oldCount)
         fragment.append(close)
-        return StateNode(kind: kind, source: source, fragment: fragment, chunks: chunks, memberBytes: memberBytes, parts: parts)
+        let parts: [Digest]
+        if let previous, previous.parts.count == oldCount, chunks[fresh].allSatisfy({ $0.memberParts.isEmpty }) {
+            var edited = previous.parts
+            for digest in previous.chunkDigests[cut.reusedHead ..< oldCount - cut.reusedTail] {
+                if let index = edited.sortedIndex(of: digest) { edited.remove(at: index) }
+            }
+            for digest in digests[fresh] { edited.insert(digest, at: edited.sortedInsertionIndex(of: digest)) }
+            parts = edited
+        } else {
+            parts = (digests + chunks.flatMap(\.memberParts)).sorted()
+        }
+        return StateNode(kind: kind, source: source, fragment: fragment, chunks: chunks, chunkDigests: digests, memberBytes: memberBytes, parts: parts)
     }
 
     /// How many members at the start and, after those, at the end are the same (`same(old, new)`)
@@ -318,13 +352,15 @@ final class StateNode: @unchecked Sendable {
     /// the suffix reaches it from a boundary.) An update of one element of a large array so costs a
     /// pointer per chunk, plus the members of the chunks it changed.
     private static func chunked(count: Int, prefix: Int, suffix: Int, previous: StateNode?,
-                                member: (Int) -> (node: StateNode, text: [UInt8], fingerprint: UInt64)) -> [Chunk] {
+                                member: (Int) -> (node: StateNode, text: [UInt8], fingerprint: UInt64)) -> Cut {
         var chunks: [Chunk] = []
         var index = 0
+        var reusedHead = 0
         let shift = count - (previous?.chunkEnds.last ?? 0)
         if let previous {
             let first = previous.chunkEnds.firstIndex { $0 > prefix } ?? previous.chunks.count - 1
             chunks.append(contentsOf: previous.chunks[..<first])
+            reusedHead = first
             index = first == 0 ? 0 : previous.chunkEnds[first - 1]
         }
         var members: [StateNode] = []
@@ -347,10 +383,18 @@ final class StateNode: @unchecked Sendable {
             memberParts = []
             if let previous, index >= count - suffix, index < count, let next = previous.chunk(startingAt: index - shift) {
                 chunks.append(contentsOf: previous.chunks[next...])
-                break
+                return Cut(chunks: chunks, reusedHead: reusedHead, reusedTail: previous.chunks.count - next)
             }
         }
-        return chunks
+        return Cut(chunks: chunks, reusedHead: reusedHead, reusedTail: 0)
+    }
+
+    /// The chunks of a cut: the first `reusedHead` and the last `reusedTail` are the previous
+    /// container's first and last chunks, taken as they are.
+    private struct Cut {
+        var chunks: [Chunk]
+        var reusedHead: Int
+        var reusedTail: Int
     }
 
     /// The index of the chunk whose first member is member `position`, if one is.
@@ -423,8 +467,16 @@ final class StateNode: @unchecked Sendable {
             return
         }
         guard chunks.isEmpty else {
-            for chunk in chunks where !known.sortedContains(chunk.part.digest) {
-                output[chunk.part.digest] = chunk.part
+            // `parts` and `known` are both ascending: one pass over the two finds the digests not
+            // known, without visiting a known chunk's object. A part of a member is new only in a
+            // new chunk (a known chunk's bytes name it), so it is reached through that chunk.
+            var knownIndex = 0
+            for digest in parts {
+                while knownIndex < known.count, known[knownIndex] < digest { knownIndex += 1 }
+                guard knownIndex == known.count || known[knownIndex] != digest, output[digest] == nil,
+                      let index = chunkDigests.firstIndex(of: digest) else { continue }
+                let chunk = chunks[index]
+                output[digest] = chunk.part
                 for member in chunk.members { member.newParts(excluding: known, into: &output) }
             }
             return

@@ -15,14 +15,21 @@ enum TreeEncoder {
         try encodeValue(value, previous: previous, codingPath: [])
     }
 
-    static func encodeValue<T: Encodable>(_ value: T, previous: StateNode?, codingPath: [any CodingKey]) throws -> StateNode {
+    /// ``encode(_:previous:)`` of a value its caller has already found unequal to the one
+    /// `previous` was built from (an update compares the roots to skip equal ones): the root's `==`,
+    /// which walks a large array up to its change, is not run a second time.
+    static func encode<T: Encodable>(_ value: T, changedFrom previous: StateNode?) throws -> StateNode {
+        try encodeValue(value, previous: previous, codingPath: [], compared: true)
+    }
+
+    static func encodeValue<T: Encodable>(_ value: T, previous: StateNode?, codingPath: [any CodingKey], compared: Bool = false) throws -> StateNode {
         // A container compares itself with the previous version's (and returns `previous` when
         // equal): an array in a cheaper way than `==`, which compares element by element up to the
         // change once an update has copied the buffer.
         if let container = value as? any MemoizedContainer {
             return try container.encodeNode(previous: previous, codingPath: codingPath)
         }
-        if let previous, let source = previous.source, Equality.equal(value, any: source) { return previous }
+        if !compared, let previous, let source = previous.source, Equality.equal(value, any: source) { return previous }
         let source: Any? = value is any Equatable ? value : nil
         switch value {
         case let data as Data:
@@ -63,10 +70,13 @@ extension Array: MemoizedContainer where Element: Encodable & Equatable {
         for index in prefix ..< count - suffix {
             let element = self[index]
             let oldNode = index < oldCount ? previous?.child(at: index) : nil
-            if let old, let oldNode, index < old.count, old[index] == element {
+            let oldElement = old.flatMap { index < $0.count ? $0[index] : nil }
+            if let oldElement, let oldNode, oldElement == element {
                 middle.append(oldNode)
             } else {
-                middle.append(try TreeEncoder.encodeValue(element, previous: oldNode, codingPath: codingPath + [IndexKey(index)]))
+                // An element found unequal to the one its old node was built from is not compared again.
+                let compared = oldElement != nil && oldNode != nil
+                middle.append(try TreeEncoder.encodeValue(element, previous: oldNode, codingPath: codingPath + [IndexKey(index)], compared: compared))
                 unchanged = false
             }
         }
@@ -121,10 +131,13 @@ extension Dictionary: MemoizedContainer where Key == String, Value: Encodable & 
         members.reserveCapacity(count)
         for (key, value) in self {
             let oldNode = previous?.child(forKey: key)
-            if let old, let oldNode, old[key] == value {
+            let oldValue = old?[key]
+            if let oldValue, let oldNode, oldValue == value {
                 members.append((key, oldNode))
             } else {
-                members.append((key, try TreeEncoder.encodeValue(value, previous: oldNode, codingPath: codingPath + [StringKey(key)])))
+                // As for an array's element: a value found unequal is not compared again.
+                let compared = oldValue != nil && oldNode != nil
+                members.append((key, try TreeEncoder.encodeValue(value, previous: oldNode, codingPath: codingPath + [StringKey(key)], compared: compared)))
             }
         }
         return .object(members, source: self, previous: previous)
