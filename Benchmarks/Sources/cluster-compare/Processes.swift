@@ -16,7 +16,7 @@ final class WorkerProcess {
         // the per-group commit lines) goes to a file there; a pipe nobody drains would block it.
         if let directory = ProcessInfo.processInfo.environment["CLUSTER_COMPARE_WORKER_LOG"] {
             let path = "\(directory)/worker-\(arguments.joined(separator: "-"))-\(UUID().uuidString.prefix(8)).log"
-            FileManager.default.createFile(atPath: path, contents: nil)
+            _ = FileManager.default.createFile(atPath: path, contents: nil)  // if it failed, the open below says why
             process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         } else {
             process.standardError = errors
