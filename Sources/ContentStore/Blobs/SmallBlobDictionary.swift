@@ -11,8 +11,10 @@ import Synchronization
 ///
 /// Nothing here is durable. The dictionary reaches the disk as an entry of each pack that holds a
 /// blob compressed with it, written before that blob's entry in the same pack write
-/// (``PackStore``); so a crash can lose only the samples, and a reopened store trains anew from
-/// the small blobs it stores next (Docs/on-disk-format.md#dictionaries).
+/// (``PackStore``), and as the seed file the next open adopts
+/// (``LocalEngine/adoptSavedSmallBlobDictionary()``); so a crash can lose only the samples, and a
+/// store without a seed trains anew from the small blobs it stores next
+/// (Docs/on-disk-format.md#dictionaries).
 final class SmallBlobDictionary: Sendable {
     private enum State {
         /// Copies of the blobs seen so far, and their bytes.
