@@ -33,12 +33,25 @@ final class Version<Root: Sendable>: Sendable {
     /// it, and encoding a large state's (a template and references per chunk) for each comparison
     /// was a cost that grew with the state (Docs/statelens.md, "Speed").
     let record: Record?
+    /// Whether `tree`'s parts are exactly `stored`'s: then every node an update reuses from
+    /// `tree` names only parts the store holds for this version, and the update looks for new
+    /// parts only where its cut made new chunks (``StateNode/newParts(excluding:reusedAreKnown:into:)``).
+    /// True for a version this process wrote; checked for one it loaded (a store written by a
+    /// build that cut chunks differently has the same JSON in other parts).
+    let treeMatchesRecord: Bool
+    /// The keys of the older versions kept beside this one, ascending, when this process wrote it
+    /// (nil: not known). The next update starts from them instead of listing the store's keys:
+    /// every StateLens writer changes the head record when it changes them, so a head record
+    /// equal to this version's means these keys are still the ones stored.
+    let versionKeys: [String]?
 
-    init(root: Root?, tree: StateNode?, stored: VersionRecord?, record: Record? = nil) {
+    init(root: Root?, tree: StateNode?, stored: VersionRecord?, record: Record? = nil, treeMatchesRecord: Bool = false, versionKeys: [String]? = nil) {
         self.root = root
         self.tree = tree
         self.stored = stored
         self.record = record ?? stored?.record
+        self.treeMatchesRecord = tree != nil && treeMatchesRecord
+        self.versionKeys = versionKeys
     }
 
     var sequence: UInt64 { stored?.sequence ?? 0 }
@@ -121,7 +134,8 @@ final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
         // A migrated root's tree is built by its first update; an unchanged root's now, so that the
         // first update already re-stores only what it changes.
         let tree = migrated ? nil : try TreeEncoder.encode(root, previous: nil)
-        return Version(root: root, tree: tree, stored: stored, record: record)
+        let matches = tree.map { VersionRecord.normalized($0.parts) == stored?.parts } ?? false
+        return Version(root: root, tree: tree, stored: stored, record: record, treeMatchesRecord: matches)
     }
 
     // MARK: Updates
@@ -153,10 +167,11 @@ final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
     /// The version the transaction builds on.
     private func base(in transaction: Transaction, decode: (Data) throws -> Root) throws -> Version<Root> {
         let head = try transaction.record(forKey: keys.head)
-        for known in [tentative.withLock { $0 }, latest] {
-            guard let known else { continue }
-            if head == known.record { return known }
-        }
+        // Two checks, not a loop over an array of the two: the array cost an allocation and the
+        // generic metadata of `[Version<Root>?]` on every update.
+        if let tentative = tentative.withLock({ $0 }), head == tentative.record { return tentative }
+        let latest = latest
+        if head == latest.record { return latest }
         // Written by another process sharing the store (a cluster instance): read it as it is.
         guard let head else { return Version(root: nil, tree: nil, stored: nil) }
         let stored = try VersionRecord(head, key: keys.head)
@@ -177,7 +192,7 @@ final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
             // `commit` found `new` unequal to `base.root`, the value `base.tree` was built from.
             let built = try TreeEncoder.encode(new, changedFrom: base.tree)
             var parts: [Digest: Part] = [:]
-            built.newParts(excluding: base.stored?.parts ?? [], into: &parts)
+            built.newParts(excluding: base.stored?.parts ?? [], reusedAreKnown: base.treeMatchesRecord, into: &parts)
             // The digests were computed as the parts were built: the store need not hash again.
             for part in parts.values { try store.put(Data(part.bytes), knownDigest: part.digest) }
             stored = VersionRecord(sequence: sequence, date: date, template: built.fragment, parts: built.parts)
@@ -188,12 +203,26 @@ final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
         if keptVersions > 0, let previous = base.stored, let previousRecord = base.record {
             try transaction.setRecord(previousRecord, forKey: keys.version(previous.sequence))
         }
-        let kept = try transaction.keys(withPrefix: keys.versionPrefix)
-        for key in kept.dropLast(max(0, keptVersions)) { try transaction.removeRecord(forKey: key) }
-        let version = Version(root: new, tree: tree, stored: stored, record: record)
+        let kept = try versionKeys(over: base, keptVersions: keptVersions, in: transaction)
+        let removed = kept.count - min(kept.count, max(0, keptVersions))
+        for key in kept.prefix(removed) { try transaction.removeRecord(forKey: key) }
+        let version = Version(root: new, tree: tree, stored: stored, record: record, treeMatchesRecord: tree != nil,
+                              versionKeys: Array(kept.dropFirst(removed)))
         tentative.withLock { $0 = version }
         publication.withLock { $0.produced[sequence] = version }
         return version
+    }
+
+    /// The version keys stored once `base`'s version record (if kept) is set: from `base` when it
+    /// knows them, else listed from the store.
+    private func versionKeys(over base: Version<Root>, keptVersions: Int, in transaction: Transaction) throws -> [String] {
+        guard var known = base.versionKeys else { return try transaction.keys(withPrefix: keys.versionPrefix) }
+        // The key just set sorts after every kept one: its sequence is the newest.
+        if keptVersions > 0, let previous = base.stored, base.record != nil {
+            let key = keys.version(previous.sequence)
+            if known.last != key { known.append(key) }
+        }
+        return known
     }
 
     /// Drops a version whose commit failed.

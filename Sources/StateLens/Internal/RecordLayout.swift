@@ -54,12 +54,17 @@ struct VersionRecord: Hashable, Sendable {
         self.sequence = sequence
         self.date = date
         self.template = template
-        // Sorted, then equal neighbours dropped: cheaper than a set for the ~100 parts of a
-        // large state, and ``StateNode/newParts(excluding:into:)`` searches the result. A root
-        // whose parts are one large container's arrives sorted (``StateNode/parts``).
+        self.parts = VersionRecord.normalized(parts)
+    }
+
+    /// `parts` sorted, equal neighbours dropped: cheaper than a set for the ~100 parts of a large
+    /// state, and ``StateNode/newParts(excluding:reusedAreKnown:into:)`` searches the result. A
+    /// root whose parts are one large container's arrives sorted (``StateNode/parts``) and, with
+    /// no part twice, is returned as it is, its buffer shared rather than copied.
+    static func normalized(_ parts: [Digest]) -> [Digest] {
         var sorted = parts.isAscending ? parts : parts.sorted()
-        sorted.removeAdjacentDuplicates()
-        self.parts = sorted
+        if sorted.hasAdjacentDuplicates { sorted.removeAdjacentDuplicates() }
+        return sorted
     }
 
     init(_ record: Record, key: String) throws {
@@ -93,13 +98,17 @@ struct VersionRecord: Hashable, Sendable {
     }
 
     var record: Record {
-        var writer = ByteWriter(capacity: VersionRecord.headerSize + (template?.count ?? 0))
+        var writer = ByteWriter(capacity: VersionRecord.headerSize)
         writer.append(VersionRecord.format)
         writer.append(template == nil ? 0 : VersionRecord.holdsValue)
         writer.append(sequence)
         writer.append(date.timeIntervalSinceReferenceDate.bitPattern)
-        if let template { writer.append(contentsOf: template) }
-        return Record(value: Data(writer.bytes), references: parts)
+        // The header, then the template copied once, straight into the value (a large state's
+        // template is kilobytes: through the writer it was copied twice).
+        var value = Data(capacity: VersionRecord.headerSize + (template?.count ?? 0))
+        value.append(contentsOf: writer.bytes)
+        if let template { value.append(contentsOf: template) }
+        return Record(value: value, references: parts)
     }
 
     /// The canonical JSON of this version's value, nil after `reset`; parts are read from `snapshot`.
@@ -110,6 +119,11 @@ struct VersionRecord: Hashable, Sendable {
 }
 
 extension Array where Element: Equatable {
+    /// Whether some element equals the one before it (read only: no copy of a shared buffer).
+    var hasAdjacentDuplicates: Bool {
+        indices.dropFirst().contains { self[$0 - 1] == self[$0] }
+    }
+
     /// Drops every element equal to the one before it: on a sorted array, the duplicates.
     mutating func removeAdjacentDuplicates() {
         guard count > 1 else { return }

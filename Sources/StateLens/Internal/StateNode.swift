@@ -133,6 +133,10 @@ final class StateNode: @unchecked Sendable {
     let chunkDigests: [Digest]
     /// How many members the chunks up to each one hold (index after its last member).
     let chunkEnds: [Int]
+    /// The chunks this node's cut made, as opposed to those it took whole from the node it was
+    /// built from (all of them for a node built without one): only these can hold parts the
+    /// version it was built from lacks (``newParts(excluding:reusedAreKnown:into:)``).
+    let freshChunks: Range<Int>
     /// The bytes of a container's member texts (an object's with their keys), separators excluded:
     /// what decides whether it is cut into chunks.
     let memberBytes: Int
@@ -155,13 +159,14 @@ final class StateNode: @unchecked Sendable {
     private let fingerprintKnown = Atomic<Bool>(false)
 
     private init(kind: Kind, source: Any?, fragment: [UInt8], ownPart: Part? = nil, chunks: [Chunk] = [], chunkDigests: [Digest] = [],
-                 memberBytes: Int = 0, parts: [Digest]) {
+                 freshChunks: Range<Int>? = nil, memberBytes: Int = 0, parts: [Digest]) {
         self.kind = kind
         self.source = source
         self.fragment = fragment
         self.ownPart = ownPart
         self.chunks = chunks
         self.chunkDigests = chunkDigests
+        self.freshChunks = freshChunks ?? chunks.indices
         var end = 0
         self.chunkEnds = chunks.map { chunk in
             end += chunk.members.count
@@ -328,7 +333,8 @@ final class StateNode: @unchecked Sendable {
         } else {
             parts = (digests + chunks.flatMap(\.memberParts)).sorted()
         }
-        return StateNode(kind: kind, source: source, fragment: fragment, chunks: chunks, chunkDigests: digests, memberBytes: memberBytes, parts: parts)
+        return StateNode(kind: kind, source: source, fragment: fragment, chunks: chunks, chunkDigests: digests, freshChunks: fresh,
+                         memberBytes: memberBytes, parts: parts)
     }
 
     /// How many members at the start and, after those, at the end are the same (`same(old, new)`)
@@ -461,12 +467,27 @@ final class StateNode: @unchecked Sendable {
     /// The parts of this subtree that are not in `known` (sorted ascending: the last version
     /// record's parts), to be put before the commit that refers to them. A known part's whole
     /// subtree is known: its bytes name its children's digests.
-    func newParts(excluding known: [Digest], into output: inout [Digest: Part]) {
+    ///
+    /// `reusedAreKnown`: the caller vouches that every node this tree took from an older tree
+    /// has its parts in `known` (the tree was built from the tree of the version whose record's
+    /// parts `known` are, and that tree's parts are exactly those). A large container's chunks
+    /// taken whole are then skipped without a look: only the chunks its cut made are searched,
+    /// so an update of one element of a large array does not pass over every chunk's digest.
+    func newParts(excluding known: [Digest], reusedAreKnown: Bool = false, into output: inout [Digest: Part]) {
         if let ownPart {
             if !known.sortedContains(ownPart.digest) { output[ownPart.digest] = ownPart }
             return
         }
         guard chunks.isEmpty else {
+            if reusedAreKnown {
+                for index in freshChunks {
+                    let digest = chunkDigests[index]
+                    guard output[digest] == nil, !known.sortedContains(digest) else { continue }
+                    output[digest] = chunks[index].part
+                    for member in chunks[index].members { member.newParts(excluding: known, reusedAreKnown: true, into: &output) }
+                }
+                return
+            }
             // `parts` and `known` are both ascending: one pass over the two finds the digests not
             // known, without visiting a known chunk's object. A part of a member is new only in a
             // new chunk (a known chunk's bytes name it), so it is reached through that chunk.
@@ -484,7 +505,7 @@ final class StateNode: @unchecked Sendable {
         switch kind {
         case .scalar, .chunkedArray: return
         case let .object(_, children), let .array(children):
-            for child in children { child.newParts(excluding: known, into: &output) }
+            for child in children { child.newParts(excluding: known, reusedAreKnown: reusedAreKnown, into: &output) }
         }
     }
 
