@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 // Encodes a value into a StateNode tree, the canonical JSON (keys sorted by UTF-8 bytes; Data as
 // base64, URL as its absolute string, Decimal as a number, as JSONEncoder's defaults do, so that
@@ -26,11 +27,12 @@ enum TreeEncoder {
         // A container compares itself with the previous version's (and returns `previous` when
         // equal): an array in a cheaper way than `==`, which compares element by element up to the
         // change once an update has copied the buffer.
-        if let container = value as? any MemoizedContainer {
+        let traits = EncodingTraits.of(value)
+        if traits.isMemoizedContainer, let container = value as? any MemoizedContainer {
             return try container.encodeNode(previous: previous, codingPath: codingPath)
         }
-        if !compared, let previous, let source = previous.source, Equality.equal(value, any: source) { return previous }
-        let source: Any? = value is any Equatable ? value : nil
+        if !compared, traits.isEquatable, let previous, let source = previous.source, Equality.equal(value, any: source) { return previous }
+        let source: Any? = traits.isEquatable ? value : nil
         switch value {
         case let data as Data:
             return .scalar(JSONText.string(data.base64EncodedString()), source: source)
@@ -43,6 +45,26 @@ enum TreeEncoder {
             try value.encode(to: encoder)
             return try encoder.storage.node(source: source, previous: previous, codingPath: codingPath)
         }
+    }
+}
+
+/// What ``TreeEncoder/encodeValue(_:previous:codingPath:compared:)`` asks of a value's type,
+/// found once per type: a cast to a protocol (`as? any MemoizedContainer`, `is any Equatable`) that
+/// fails looks through the conformances every time, and an update asked it of the root and of
+/// every value on the path to its change.
+struct EncodingTraits: Sendable {
+    var isMemoizedContainer: Bool
+    var isEquatable: Bool
+
+    private static let known = Mutex<[ObjectIdentifier: EncodingTraits]>([:])
+
+    /// The traits of `value`'s dynamic type (a subclass may conform where its superclass does not).
+    static func of<T>(_ value: T) -> EncodingTraits {
+        let type = ObjectIdentifier(Swift.type(of: value))
+        if let traits = known.withLock({ $0[type] }) { return traits }
+        let traits = EncodingTraits(isMemoizedContainer: value is any MemoizedContainer, isEquatable: value is any Equatable)
+        known.withLock { $0[type] = traits }
+        return traits
     }
 }
 
