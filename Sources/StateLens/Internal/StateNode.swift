@@ -474,6 +474,8 @@ final class StateNode: @unchecked Sendable {
     /// taken whole are then skipped without a look: only the chunks its cut made are searched,
     /// so an update of one element of a large array does not pass over every chunk's digest.
     func newParts(excluding known: [Digest], reusedAreKnown: Bool = false, into output: inout [Digest: Part]) {
+        // Most nodes (every small member of a chunk) need no part: not one child is visited.
+        guard !parts.isEmpty else { return }
         if let ownPart {
             if !known.sortedContains(ownPart.digest) { output[ownPart.digest] = ownPart }
             return
@@ -483,8 +485,10 @@ final class StateNode: @unchecked Sendable {
                 for index in freshChunks {
                     let digest = chunkDigests[index]
                     guard output[digest] == nil, !known.sortedContains(digest) else { continue }
-                    output[digest] = chunks[index].part
-                    for member in chunks[index].members { member.newParts(excluding: known, reusedAreKnown: true, into: &output) }
+                    let chunk = chunks[index]
+                    output[digest] = chunk.part
+                    guard !chunk.memberParts.isEmpty else { continue }
+                    for member in chunk.members { member.newParts(excluding: known, reusedAreKnown: true, into: &output) }
                 }
                 return
             }
@@ -498,6 +502,7 @@ final class StateNode: @unchecked Sendable {
                       let index = chunkDigests.firstIndex(of: digest) else { continue }
                 let chunk = chunks[index]
                 output[digest] = chunk.part
+                guard !chunk.memberParts.isEmpty else { continue }
                 for member in chunk.members { member.newParts(excluding: known, into: &output) }
             }
             return
