@@ -90,6 +90,25 @@ package struct ByteReader {
         return value
     }
 
+    // Concrete overloads of `read`, which other modules call unspecialized (see ByteWriter's).
+    package mutating func read(_: UInt8.Type = UInt8.self) throws -> UInt8 {
+        guard remaining >= 1 else { throw OutOfBounds() }
+        defer { position += 1 }
+        return bytes[position]
+    }
+
+    package mutating func read(_: UInt32.Type = UInt32.self) throws -> UInt32 {
+        guard remaining >= 4 else { throw OutOfBounds() }
+        defer { position += 4 }
+        return UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt32.self))
+    }
+
+    package mutating func read(_: UInt64.Type = UInt64.self) throws -> UInt64 {
+        guard remaining >= 8 else { throw OutOfBounds() }
+        defer { position += 8 }
+        return UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
+    }
+
     package mutating func readDigest() throws -> Digest {
         guard remaining >= Digest.byteCount else { throw OutOfBounds() }
         let digest = Digest(bytes: UnsafeRawBufferPointer(rebasing: bytes[position ..< position + Digest.byteCount]))
