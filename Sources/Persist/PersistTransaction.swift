@@ -15,7 +15,7 @@ public struct PersistTransaction {
     private var originals: [String: Record?] = [:]
     /// The touched keys under each of their `/`-ended prefixes, so that listing a prefix (a type,
     /// an entity's relations) costs what it lists, not every change of a large write.
-    private var touchedUnder: [String: Set<String>] = [:]
+    private let touchedUnder: TouchedIndex
     /// Bodies saved by this write, so a fetch after a save decodes them without a read.
     private var savedBodies: [Digest: Data] = [:]
     /// Relate order of relations made by this write: its change number, then a running index.
@@ -28,6 +28,7 @@ public struct PersistTransaction {
         self.layout = layout
         self.store = store
         self.order = order
+        touchedUnder = TouchedIndex(prefix: layout.prefix)
     }
 
     // MARK: Reading
@@ -173,11 +174,7 @@ public struct PersistTransaction {
     private mutating func set(_ record: Record?, forKey key: String, current: Record?) throws {
         if originals[key] == nil {
             originals[key] = .some(current)
-            var end = key.index(after: layout.prefix.endIndex)
-            while let slash = key[end...].firstIndex(of: "/") {
-                end = key.index(after: slash)
-                touchedUnder[String(key[..<end]), default: []].insert(key)
-            }
+            touchedUnder.note(key)
         }
         if let record {
             try transaction.setRecord(record, forKey: key)
@@ -202,10 +199,40 @@ extension PersistTransaction: RecordSource {
     func keys(withPrefix prefix: String) throws -> [String] {
         guard prefix.hasSuffix("/"), prefix.count > layout.prefix.count else { return try transaction.keys(withPrefix: prefix) }
         var keys = Set(try base.keys(withPrefix: prefix))
-        for key in touchedUnder[prefix] ?? [] {
+        for key in touchedUnder.keys(under: prefix) {
             if try transaction.record(forKey: key) == nil { keys.remove(key) } else { keys.insert(key) }
         }
         return keys.sorted()
     }
     func body(_ digest: Digest) throws -> Data { try savedBodies[digest] ?? store.get(digest) }
+}
+
+/// The keys a write touched under each of their `/`-ended prefixes, indexed when a listing first
+/// needs them: a write that lists nothing (a save) pays one append per key. A class, so that a
+/// listing (a read) can index; copies of a transaction share it, which is harmless: a listing
+/// takes each key it names as its own transaction has it.
+private final class TouchedIndex {
+    private let prefix: String
+    private var pending: [String] = []
+    private var keysUnder: [String: Set<String>] = [:]
+
+    init(prefix: String) {
+        self.prefix = prefix
+    }
+
+    func note(_ key: String) {
+        pending.append(key)
+    }
+
+    func keys(under prefix: String) -> Set<String> {
+        for key in pending {
+            var end = key.index(after: self.prefix.endIndex)
+            while let slash = key[end...].firstIndex(of: "/") {
+                end = key.index(after: slash)
+                keysUnder[String(key[..<end]), default: []].insert(key)
+            }
+        }
+        pending = []
+        return keysUnder[prefix] ?? []
+    }
 }

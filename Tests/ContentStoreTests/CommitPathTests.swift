@@ -15,9 +15,10 @@ struct CommitPathTests {
         let store: Store
         var random = SeededRandom(seed: 0xc0)
 
-        init(loggedPackBytesLimit: Int? = nil) throws {
+        init(loggedPackBytesLimit: Int? = nil, packSizeTarget: UInt64? = nil) throws {
             io = PowerCutFileIO(root: dir.url)
-            let configuration = Store.Configuration()
+            var configuration = Store.Configuration()
+            if let packSizeTarget { configuration.packSizeTarget = packSizeTarget }
             var seams = Store.Seams()
             seams.fileIO = io
             if let loggedPackBytesLimit { seams.loggedPackBytesLimit = loggedPackBytesLimit }
@@ -99,6 +100,36 @@ struct CommitPathTests {
             }
             try recovered.close()
         }
+    }
+
+    /// The pack bytes a commit carries come from the copy the pack store keeps of what it just
+    /// appended (no read-back), or from the file when that copy is not kept (a put larger than
+    /// `PackStore.tailLimit`, a pack's first commit after a sync): either way they must be the
+    /// pack's bytes exactly, or recovery writes wrong ones. With nothing of the packs durable, every
+    /// blob reads back from what the log carried: small and large puts, several per commit, packs
+    /// sealed and started (a small size target), checkpoints between.
+    @Test(arguments: [UInt64(1), 2, 3])
+    func carriedPackBytesAreThePacksBytes(seed: UInt64) throws {
+        var fixture = try Fixture(packSizeTarget: 256 * 1024)
+        var random = SeededRandom(seed: seed)
+        var committed: [(digest: Digest, data: Data)] = []
+        for round in 0 ..< 40 {
+            let puts = Int.random(in: 0 ... 3, using: &random)
+            var blobs: [(digest: Digest, data: Data)] = []
+            for _ in 0 ..< puts {
+                let size = [1, 90, 700, 5000, 70 * 1024][Int.random(in: 0 ..< 5, using: &random)]
+                let data = Bool.random(using: &random) ? fixture.random.bytes(size) : fixture.random.compressibleBytes(size)
+                blobs.append((try fixture.store.put(data), data))
+            }
+            let record = Record(value: Data("round \(round)".utf8), references: blobs.map(\.digest))
+            try fixture.store.write { try $0.setRecord(record, forKey: "k\(round)") }
+            committed += blobs
+            if round % 13 == 12 { try fixture.store.checkpoint() }
+        }
+        let recovered = try Store(at: try fixture.powerCutImage())
+        for (digest, data) in committed { #expect(try recovered.get(digest) == data) }
+        #expect(try recovered.verify(VerificationOptions(readData: true)).isClean)
+        try recovered.close()
     }
 
     @Test func aLargeBlobSyncsItsPackBeforeTheLog() throws {

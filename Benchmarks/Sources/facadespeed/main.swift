@@ -80,11 +80,14 @@ struct Contender {
 
 Progress.log("setting up (the Persist and SQLite graphs of 100,000 take a while)")
 let lens = try LensContenders()
-// FACADESPEED_LENS_ONLY=1: StateLens and the commit alone (quick to set up, for a profiler).
+// FACADESPEED_LENS_ONLY=1: StateLens and the commit alone (quick to set up, for a profiler);
+// FACADESPEED_PERSIST_ONLY=1: Persist and the commit alone, no SQLite graph.
 let lensOnly = ProcessInfo.processInfo.environment["FACADESPEED_LENS_ONLY"] != nil
+let persistOnly = ProcessInfo.processInfo.environment["FACADESPEED_PERSIST_ONLY"] != nil
 let persist = lensOnly ? nil : try PersistContenders()
-let sqlite = lensOnly ? nil : try SQLiteContenders()
-let contenders: [Contender] = lens.contenders + (persist?.contenders ?? []) + (sqlite?.contenders ?? [])
+let sqlite = lensOnly || persistOnly ? nil : try SQLiteContenders()
+let contenders: [Contender] = (persistOnly ? Array(lens.contenders.prefix(1)) : lens.contenders)
+    + (persist?.contenders ?? []) + (sqlite?.contenders ?? [])
 let names = contenders.flatMap(\.names)  // "1KiB" first: the unit of every ratio
 var all: [String: [Sample]] = [:]
 

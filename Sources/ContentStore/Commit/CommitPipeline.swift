@@ -131,11 +131,15 @@ final class CommitPipeline: Sendable {
             // Released before the flush, so the next transaction joins this one's group commit.
             defer { writer.unlock() }
             let changes: [LogRecord.Change]
+            let replaced: Replaced
             do {
                 // Ends before the commit: a base still held would make it copy the path it changes.
-                var transaction = Transaction(base: core.withLock { $0.state.records }, limits: limits)
+                let (base, sequence) = core.withLock { ($0.state.records, $0.state.commitSequence) }
+                var transaction = Transaction(base: base, limits: limits)
                 result = try body(&transaction)
-                changes = try transaction.effectiveChanges().map { LogRecord.Change(key: $0.key, record: $0.record) }
+                let effective = try transaction.effectiveChangesWithReplaced()
+                changes = effective.map { LogRecord.Change(key: $0.key, record: $0.record) }
+                replaced = Replaced(afterCommit: sequence, references: effective.map { $0.replaced?.references ?? [] })
             }
             if changes.isEmpty {
                 // A transaction that changed nothing still returns only once the state it saw is durable:
@@ -144,19 +148,26 @@ final class CommitPipeline: Sendable {
                 flushTo = log.appendedLSN
                 committed = false
             } else {
-                flushTo = try commit(changes)
+                flushTo = try commit(changes, replacing: replaced)
                 committed = true
             }
         }
         return (result, committed, flushTo)
     }
 
+    /// The references of the records a transaction's changes replace, as its base held them: the
+    /// state's still, unless a commit came in between (records change only by commits).
+    private struct Replaced {
+        var afterCommit: UInt64
+        var references: [[Digest]]
+    }
+
     /// Applies and logs a transaction's changes under the core lock; returns the commit's LSN.
-    private func commit(_ changes: [LogRecord.Change]) throws -> UInt64 {
+    private func commit(_ changes: [LogRecord.Change], replacing known: Replaced) throws -> UInt64 {
         let lsn = try core.whileOpen { held in
             // Taken under the lock so commit times rise with LSNs (``Published/horizon`` relies on it).
             let time = clock()
-            let replaced = held.state.references(replacedBy: changes)
+            let replaced = held.state.commitSequence == known.afterCommit ? known.references : held.state.references(replacedBy: changes)
             if let missing = held.state.firstMissingReference(in: changes, replacing: replaced) {
                 throw StoreError(
                     code: .missingBlob,

@@ -11,6 +11,10 @@ import Synchronization
 /// the bytes appended since the last sync (``prepareCommit(loggingUpTo:)``, when they are few) or has
 /// the packs synced first (``synchronize(_:)``). ``synchronize()`` syncs every pack: what a checkpoint
 /// needs before the segments carrying pack bytes go.
+///
+/// Owns, besides: a pack's kept tail (``State/tails``) is exactly its bytes from where its unlogged
+/// bytes start to its end, so a commit carries them from memory; any append or sync that would
+/// leave it otherwise drops it, and the commit then reads the bytes back from the file.
 final class PackStore: Sendable {
     let directory: String
     private let sizeTarget: UInt64
@@ -50,7 +54,22 @@ final class PackStore: Sendable {
         var failure: StoreError?
         /// Appends per pack whose placement the caller has not yet put in the index (``settle(_:)``).
         var unsettled: [UInt32: Int] = [:]
+        /// For a pack in `unlogged`: a copy of its bytes from there to its end, when all of them were
+        /// appended since and come to at most ``tailLimit``. A commit carries them without a `pread`
+        /// of what was just written (a small put's commit otherwise pays that system call).
+        var tails: [UInt32: [UInt8]] = [:]
+
+        /// Marks `pack`'s appends synced: nothing of it is left to carry.
+        mutating func synced(_ pack: UInt32) {
+            unsynced[pack] = nil
+            unlogged[pack] = nil
+            tails[pack] = nil
+        }
     }
+
+    /// The most bytes a pack's kept tail holds (``State/tails``): more than a few small puts' worth
+    /// is a large put's, whose commit reads them back (one system call against the copying of many KiB).
+    static let tailLimit = 64 << 10
 
     /// Internal rather than private for tests alone, which seal the active pack from their own target.
     let state: Mutex<State>
@@ -118,7 +137,16 @@ final class PackStore: Sendable {
             defer { state.active = active }
             let group = Self.group(entries[locations.count...], fitting: active, sizeTarget: sizeTarget)
             let first = active.size
-            for (entry, offset) in zip(group, try Self.write(group, to: &active)) {
+            var tail = Self.takeTail(of: active.id, appendingAt: first, &state)
+            let offsets = try Self.write(group, to: &active) { written in
+                guard tail != nil, tail!.count + written.count <= Self.tailLimit else {
+                    tail = nil
+                    return
+                }
+                tail!.append(contentsOf: written)
+            }
+            if let tail { state.tails[active.id] = tail }
+            for (entry, offset) in zip(group, offsets) {
                 var indexEntry = entry.indexEntry
                 indexEntry.offset = offset
                 active.index.append(indexEntry)
@@ -132,6 +160,17 @@ final class PackStore: Sendable {
                 active.writeBackStart = active.size
             }
         }
+    }
+
+    /// What of `pack`'s kept tail an append at `offset` continues (empty when its unlogged bytes start
+    /// there), taken out of the state; nil when the tail is not kept: the append then keeps none.
+    private static func takeTail(of pack: UInt32, appendingAt offset: UInt64, _ state: inout State) -> [UInt8]? {
+        let tail = state.tails.removeValue(forKey: pack)
+        guard state.unsynced[pack] != nil else { return [] }  // the append starts the unlogged bytes
+        guard let start = state.unlogged[pack] else { return nil }
+        if start == offset { return [] }
+        guard let tail, start + UInt64(tail.count) == offset else { return nil }
+        return tail
     }
 
     /// The leading entries that fit in `active` (at least one: an empty pack takes any entry), with
@@ -159,20 +198,24 @@ final class PackStore: Sendable {
     }
 
     /// Writes `group` at the end of `active`, each dictionary an entry uses before it when the pack
-    /// lacks it, and returns the entries' offsets. `active` learns of the dictionaries only once
-    /// they are written.
-    private static func write(_ group: ArraySlice<PackEntry>, to active: inout Active) throws -> [UInt64] {
+    /// lacks it, and returns the entries' offsets; `written` is given the bytes of each write, in
+    /// order. `active` learns of the dictionaries only once they are written.
+    private static func write(_ group: ArraySlice<PackEntry>, to active: inout Active,
+                              written: (UnsafeRawBufferPointer) -> Void) throws -> [UInt64] {
         let start = active.size
         if group.count == 1, let entry = group.first, entry.dictionaryUse == nil {
             if case .framed(let buffer) = entry.payload {
                 entry.header.withUnsafeBytes { buffer.copyMemory(from: $0) }
                 try active.file.write(UnsafeRawBufferPointer(buffer), at: start)
+                written(UnsafeRawBufferPointer(buffer))
                 active.size += entry.length
                 return [start]
             }
             if entry.length > PackStore.largeEntry {
                 try active.file.write(entry.header, at: start)
                 try entry.payload.withUnsafeBytes { try active.file.write($0, at: start + UInt64(entry.header.count)) }
+                entry.header.withUnsafeBytes(written)
+                entry.payload.withUnsafeBytes(written)
                 active.size += entry.length
                 return [start]
             }
@@ -197,6 +240,7 @@ final class PackStore: Sendable {
             entry.payload.withUnsafeBytes { bytes.append(contentsOf: $0) }
         }
         try active.file.write(bytes, at: start)
+        bytes.withUnsafeBytes(written)
         active.size += UInt64(bytes.count)
         active.dictionaries.merge(added) { written, _ in written }
         return offsets
@@ -229,17 +273,18 @@ final class PackStore: Sendable {
     func prepareCommit(loggingUpTo limit: Int) throws -> PackCommitPlan {
         let unlogged = try state.withLock { state in
             if let failure = state.failure { throw failure }
-            return state.unsynced.compactMap { pack, file -> (pack: UInt32, file: File, range: Range<UInt64>)? in
+            return state.unsynced.compactMap { pack, file -> (pack: UInt32, file: File, range: Range<UInt64>, kept: [UInt8]?)? in
                 let end = state.sizes[pack] ?? 0
                 let start = state.unlogged[pack] ?? 0  // unknown: carry or sync the whole pack
-                return start < end ? (pack, file, start ..< end) : nil
+                let kept = state.tails[pack].flatMap { $0.count == end - start ? $0 : nil }
+                return start < end ? (pack, file, start ..< end, kept) : nil
             }
         }
         var result = PackCommitPlan()
         // Bytes below a pack's size are written and never change, so they are read without the lock.
         if unlogged.reduce(0, { $0 + $1.range.count }) <= UInt64(limit) {
             for tail in unlogged {
-                if let bytes = try? tail.file.readExactly(tail.range.count, at: tail.range.lowerBound) {
+                if let bytes = tail.kept ?? (try? tail.file.readExactly(tail.range.count, at: tail.range.lowerBound)) {
                     result.logged.append(LogRecord.PackBytes(pack: tail.pack, offset: tail.range.lowerBound, bytes: bytes))
                 } else {
                     result.files.append(tail.file)  // a sync makes them durable as well
@@ -252,10 +297,13 @@ final class PackStore: Sendable {
         state.withLock { state in
             for logged in result.logged where state.unlogged[logged.pack] == logged.offset {
                 state.unlogged[logged.pack] = logged.offset + UInt64(logged.bytes.count)
+                // What was appended meanwhile stays kept; the logged bytes are no longer needed.
+                if let tail = state.tails.removeValue(forKey: logged.pack), tail.count > logged.bytes.count {
+                    state.tails[logged.pack] = Array(tail[logged.bytes.count...])
+                }
             }
             for (pack, file) in state.unsynced where synced.contains(ObjectIdentifier(file)) {
-                state.unsynced[pack] = nil
-                state.unlogged[pack] = nil
+                state.synced(pack)
             }
             result.directory = state.directoryNeedsSync
             state.directoryNeedsSync = false
@@ -272,7 +320,7 @@ final class PackStore: Sendable {
     func synchronize() throws {
         let (files, directoryNeedsSync) = try state.withLock { state in
             if let failure = state.failure { throw failure }
-            defer { state.unsynced = [:]; state.unlogged = [:]; state.directoryNeedsSync = false }
+            defer { state.unsynced = [:]; state.unlogged = [:]; state.tails = [:]; state.directoryNeedsSync = false }
             return (Array(state.unsynced.values), state.directoryNeedsSync)
         }
         try synchronize(files, directory: directoryNeedsSync)
@@ -301,8 +349,7 @@ final class PackStore: Sendable {
             if state.active?.id == pack { state.active = nil }
             state.files[pack] = nil
             state.sizes[pack] = nil
-            state.unsynced[pack] = nil
-            state.unlogged[pack] = nil
+            state.synced(pack)
         }
         try fileSystem.remove(path(of: pack))
     }
@@ -314,6 +361,7 @@ final class PackStore: Sendable {
             state.files = [:]
             state.unsynced = [:]
             state.unlogged = [:]
+            state.tails = [:]
         }
     }
 
@@ -331,11 +379,13 @@ final class PackStore: Sendable {
         // headerless pack holds nothing live, and collection deletes it.
         state.nextID = id &+ 1
         let created = UInt64(max(0, time(nil))) * 1000
-        try file.write(PackFormat.header(id: id, createdMilliseconds: created), at: 0)
+        let header = PackFormat.header(id: id, createdMilliseconds: created)
+        try file.write(header, at: 0)
         state.files[id] = file
         state.sizes[id] = UInt64(PackFormat.headerSize)
         state.unsynced[id] = file
         state.unlogged[id] = 0
+        state.tails[id] = header
         state.directoryNeedsSync = true
         return Active(id: id, file: file, size: UInt64(PackFormat.headerSize), index: [], writeBackStart: 0)
     }
@@ -350,8 +400,7 @@ final class PackStore: Sendable {
             throw error
         }
         state.sizes[active.id] = active.size + UInt64(trailer.count)
-        state.unsynced[active.id] = nil
-        state.unlogged[active.id] = nil
+        state.synced(active.id)
         state.active = nil
     }
 }

@@ -11,6 +11,11 @@ public struct Transaction {
     /// prefix listing merges two sorted runs and commit takes the changes without a sort.
     private(set) var changes = SortedMap<String, Record?>()
     private var encodedSize = 0
+    /// The last few records read from the base, which does not change: a key read and then set (a
+    /// facade's read-modify-write) is not looked up again when the commit finds what it replaces,
+    /// a walk of cold nodes in a large store's record tree. Shared by copies of the transaction,
+    /// which all read the same base.
+    private let baseReads = BaseReads()
 
     /// A transaction over `base`, the state it reads (an engine's).
     package init(base: any RecordView, limits: Store.Limits) {
@@ -22,7 +27,9 @@ public struct Transaction {
     public func record(forKey key: String) throws -> Record? {
         try Store.validate(key: key, limits: limits)
         if let change = changes[key] { return change }
-        return try base.record(forKey: key)
+        let record = try base.record(forKey: key)
+        baseReads.note(record, forKey: key)
+        return record
     }
 
     /// Keys starting with `prefix`, ascending, as this transaction sees them.
@@ -88,10 +95,40 @@ public struct Transaction {
     /// Changes that leave a key as it was (removing a missing key, setting an identical record) are
     /// left out, so an unchanged rewrite commits nothing.
     package func effectiveChanges() throws -> [(key: String, record: Record?)] {
+        try effectiveChangesWithReplaced().map { ($0.key, $0.record) }
+    }
+
+    /// ``effectiveChanges()`` with the record each replaces in the base (nil: none), for a commit
+    /// that counts the references it drops: each key is looked up in the base once for both.
+    package func effectiveChangesWithReplaced() throws -> [(key: String, record: Record?, replaced: Record?)] {
         try changes.compactMap { key, record in
-            if try record == base.record(forKey: key) { return nil }
-            return (key, record)
+            let replaced = try baseReads.record(forKey: key) ?? base.record(forKey: key)
+            if record == replaced { return nil }
+            return (key, record, replaced)
         }
+    }
+}
+
+/// A transaction's last few reads of its base: a key, and the record it held (nil: none). A class,
+/// so that reading (a non-mutating method) notes them.
+private final class BaseReads {
+    /// Enough for a read-modify-write of a few records; a larger transaction looks the rest up again.
+    static let capacity = 4
+    private var reads: [(key: String, record: Record?)] = []
+    private var next = 0
+
+    func note(_ record: Record?, forKey key: String) {
+        if reads.count < Self.capacity {
+            reads.append((key, record))
+        } else {
+            reads[next] = (key, record)
+            next = (next + 1) % Self.capacity
+        }
+    }
+
+    /// The record read under `key`: `.some(nil)` when the base had none, nil when not among the reads.
+    func record(forKey key: String) -> Record?? {
+        reads.first { $0.key == key }.map(\.record)
     }
 }
 

@@ -19,6 +19,12 @@ package struct ByteWriter {
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
+    // Concrete overloads of the generic members, which other modules call unspecialized (a
+    // witness-table call per byte or per field): the facades encode a record per change with these.
+    package mutating func append(_ value: UInt8) { bytes.append(value) }
+    package mutating func append(_ value: UInt32) { withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) } }
+    package mutating func append(_ value: UInt64) { withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) } }
+
     package mutating func append(_ digest: Digest) { digest.withUnsafeBytes { bytes.append(contentsOf: $0) } }
     package mutating func append(contentsOf other: some Sequence<UInt8>) { bytes.append(contentsOf: other) }
     package mutating func append(_ raw: UnsafeRawBufferPointer) { bytes.append(contentsOf: raw) }
@@ -27,6 +33,22 @@ package struct ByteWriter {
     package mutating func appendLengthPrefixed(_ data: some Collection<UInt8>) {
         append(UInt32(data.count))
         bytes.append(contentsOf: data)
+    }
+
+    package mutating func appendLengthPrefixed(_ data: Data) {
+        append(UInt32(data.count))
+        data.withUnsafeBytes { bytes.append(contentsOf: $0) }
+    }
+
+    package mutating func appendLengthPrefixed(_ raw: [UInt8]) {
+        append(UInt32(raw.count))
+        bytes.append(contentsOf: raw)
+    }
+
+    /// A string's UTF-8 bytes, length first, copied without an intermediate array.
+    package mutating func appendLengthPrefixed(_ utf8: String.UTF8View) {
+        append(UInt32(utf8.count))
+        if utf8.withContiguousStorageIfAvailable({ bytes.append(contentsOf: $0) }) == nil { bytes.append(contentsOf: utf8) }
     }
 
     /// `value` as an unsigned LEB128 varint: seven bits a byte, least significant group first, the
@@ -66,6 +88,25 @@ package struct ByteReader {
         let value = T(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: T.self))
         position += size
         return value
+    }
+
+    // Concrete overloads of `read`, which other modules call unspecialized (see ByteWriter's).
+    package mutating func read(_: UInt8.Type = UInt8.self) throws -> UInt8 {
+        guard remaining >= 1 else { throw OutOfBounds() }
+        defer { position += 1 }
+        return bytes[position]
+    }
+
+    package mutating func read(_: UInt32.Type = UInt32.self) throws -> UInt32 {
+        guard remaining >= 4 else { throw OutOfBounds() }
+        defer { position += 4 }
+        return UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt32.self))
+    }
+
+    package mutating func read(_: UInt64.Type = UInt64.self) throws -> UInt64 {
+        guard remaining >= 8 else { throw OutOfBounds() }
+        defer { position += 8 }
+        return UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
     }
 
     package mutating func readDigest() throws -> Digest {

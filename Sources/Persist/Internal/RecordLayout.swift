@@ -77,8 +77,14 @@ struct Layout: Sendable {
     }
 
     func parse(_ key: String) -> Parsed {
-        guard key.hasPrefix(prefix) else { return .other }
-        let parts = key.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
+        // Bytes, not characters: every key under the prefix was made by appending to it.
+        guard key.utf8.starts(with: prefix.utf8) else { return .other }
+        let rest = key[key.utf8.index(key.startIndex, offsetBy: prefix.utf8.count)...]
+        // An entity's key, the one every save changes, without splitting: `e/` and 36 characters.
+        if rest.utf8.count == 2 + 36, rest.utf8.starts(with: "e/".utf8) {
+            return String(rest.utf8.dropFirst(2)).flatMap(UUID.init(uuidString:)).map(Parsed.entity) ?? .other
+        }
+        let parts = rest.split(separator: "/", omittingEmptySubsequences: false)
         switch (parts.first, parts.count) {
         case ("e", 2):
             return UUID(uuidString: String(parts[1])).map(Parsed.entity) ?? .other
@@ -173,7 +179,7 @@ enum RecordFormat {
 }
 
 extension ByteWriter {
-    mutating func append(string: String) { appendLengthPrefixed(Array(string.utf8)) }
+    mutating func append(string: String) { appendLengthPrefixed(string.utf8) }
 }
 
 extension ByteReader {
@@ -394,12 +400,14 @@ struct Diff: Hashable, Sendable {
 
     /// Every digest the records reference, once each, ascending.
     var digests: [Digest] {
-        var all = Set<Digest>()
+        // Sorted, then adjacent repeats dropped: a write's diff names a few, which a set would hash.
+        var all: [Digest] = []
         for change in changes {
-            all.formUnion(change.before?.references ?? [])
-            all.formUnion(change.after?.references ?? [])
+            all += change.before?.references ?? []
+            all += change.after?.references ?? []
         }
-        return all.sorted()
+        all.sort()
+        return all.indices.compactMap { $0 > 0 && all[$0] == all[$0 - 1] ? nil : all[$0] }
     }
 
     private static func write(_ record: Record?, to writer: inout ByteWriter) {
