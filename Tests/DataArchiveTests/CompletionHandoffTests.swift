@@ -39,6 +39,112 @@ private final class TestCompletion: HandedCompletion, @unchecked Sendable {
         }
     }
 
+    /// Posts `body` (not yet ready) on a new lane, retrying while the shared thread is busy.
+    private func postWhenFree(_ body: @escaping @Sendable () -> Void) -> (TestCompletion, Lane) {
+        while true {
+            let lane = Lane.newReader()
+            let completion = TestCompletion(executor, lane, body)
+            if CompletionHandoff.shared.post(completion) { return (completion, lane) }
+            executor.release(completion.claim)
+            usleep(100)
+        }
+    }
+
+    /// Two phases: a posted completion holds the thread (another post is refused) but does not run
+    /// until it is published; published, it runs once, off the caller's thread, and its claim ends.
+    @Test func aPostedCompletionRunsOnlyOnceItIsPublished() {
+        let ran = Atomic<Int>(0)
+        let caller = pthread_self()
+        let onCaller = Atomic<Bool>(false)
+        let (completion, lane) = postWhenFree {
+            if pthread_equal(pthread_self(), caller) != 0 { onCaller.store(true, ordering: .relaxed) }
+            ran.add(1, ordering: .sequentiallyConsistent)
+        }
+        let refused = TestCompletion(executor, Lane.newReader(), {})
+        #expect(!CompletionHandoff.shared.post(refused))
+        #expect(!CompletionHandoff.shared.handOff(refused))
+        executor.release(refused.claim)
+        usleep(5_000)
+        #expect(ran.load(ordering: .sequentiallyConsistent) == 0)
+        CompletionHandoff.shared.publish(completion)
+        CompletionHandoff.shared.waitBriefly(completion)
+        while ran.load(ordering: .sequentiallyConsistent) == 0 { usleep(100) }
+        usleep(2_000)
+        #expect(ran.load(ordering: .sequentiallyConsistent) == 1)
+        let ranOnCaller = onCaller.load(ordering: .relaxed)
+        #expect(!ranOnCaller)
+        executor.waitUntilFinished(through: executor.lastTicket)
+        #expect(executor.claimIfIdle(lane) != nil)
+    }
+
+    /// A caller descheduled between post and publish (here: asleep 50 ms, 2,500 times the thread's
+    /// bounded wait): the thread stops polling and sleeps (the slot shows it), and the publish wakes
+    /// it; the completion then runs once and its claim ends.
+    @Test func aCallerDescheduledMidReadLetsTheThreadSleepAndWakesIt() {
+        let ran = Atomic<Int>(0)
+        let (completion, lane) = postWhenFree { ran.add(1, ordering: .sequentiallyConsistent) }
+        // Under load the thread may take a while to get a core; it marks the slot once it has one.
+        var waited = 0
+        while CompletionHandoff.shared.slotWord & CompletionHandoff.sleepingFlag == 0, waited < 5_000 {
+            usleep(1_000)
+            waited += 1
+        }
+        #expect(CompletionHandoff.shared.slotWord & CompletionHandoff.sleepingFlag != 0)
+        usleep(50_000)
+        #expect(ran.load(ordering: .sequentiallyConsistent) == 0)
+        CompletionHandoff.shared.publish(completion)
+        CompletionHandoff.shared.waitBriefly(completion)
+        while ran.load(ordering: .sequentiallyConsistent) == 0 { usleep(100) }
+        executor.waitUntilFinished(through: executor.lastTicket)
+        #expect(ran.load(ordering: .sequentiallyConsistent) == 1)
+        #expect(executor.claimIfIdle(lane) != nil)
+    }
+
+    /// Every transition of the two-phase slot exactly once, under stress: threads post, publish
+    /// after a read of random length (some past the thread's wait, so it sleeps and is woken), and
+    /// wait; every posted completion runs exactly once, never two at once, and every claim ends.
+    @Test func everyPostedCompletionIsPublishedRunAndReleasedOnce() {
+        let threads = 8, attempts = 600
+        let posted = Atomic<Int>(0), ran = Atomic<Int>(0), running = Atomic<Int>(0)
+        let overlapped = Atomic<Bool>(false)
+        let lanes = Mutex<[Lane]>([])
+        let executor = executor
+        DispatchQueue.concurrentPerform(iterations: threads) { thread in
+            var random = SystemRandomNumberGenerator()
+            let body: @Sendable () -> Void = {
+                if running.add(1, ordering: .sequentiallyConsistent).newValue > 1 { overlapped.store(true, ordering: .relaxed) }
+                ran.add(1, ordering: .relaxed)
+                running.subtract(1, ordering: .sequentiallyConsistent)
+            }
+            for attempt in 0 ..< attempts {
+                let lane = Lane.newReader()
+                let completion = TestCompletion(executor, lane, body)
+                guard CompletionHandoff.shared.post(completion) else {
+                    executor.release(completion.claim)
+                    continue
+                }
+                posted.add(1, ordering: .relaxed)
+                // A read: mostly none, now and then one the thread tires of waiting for.
+                if attempt % 50 == thread { usleep(UInt32.random(in: 30 ... 300, using: &random)) }
+                CompletionHandoff.shared.publish(completion)
+                CompletionHandoff.shared.waitBriefly(completion)
+                lanes.withLock { $0.append(lane) }
+            }
+        }
+        let drained = DispatchSemaphore(value: 0)
+        let (last, _) = handOffWhenFree { drained.signal() }
+        drained.wait()
+        CompletionHandoff.shared.waitBriefly(last)
+        let postedCount = posted.load(ordering: .relaxed)
+        #expect(postedCount > 0)
+        #expect(ran.load(ordering: .relaxed) == postedCount)
+        let didOverlap = overlapped.load(ordering: .relaxed)
+        #expect(!didOverlap)
+        executor.waitUntilFinished(through: executor.lastTicket)
+        let idle = lanes.withLock { $0.allSatisfy { executor.claimIfIdle($0) != nil } }
+        #expect(idle)
+    }
+
     /// Threads hand over completions as fast as they can: each one accepted runs exactly once, on
     /// another thread than its caller, never two at once, and its lane claim ends once it has run
     /// (the lane is idle again); each refused one is not run.
@@ -136,6 +242,52 @@ private final class TestCompletion: HandedCompletion, @unchecked Sendable {
         while !ran.load(ordering: .acquiring) { usleep(100) }
         executor.waitUntilFinished(through: executor.lastTicket)
         #expect(executor.claimIfIdle(lane) != nil)
+    }
+
+    /// Many threads call gets and sets on one shared key and on keys of their own, as fast as they
+    /// can: each thread's completions on every key arrive in its call order (a thread's calls on
+    /// a key are ordered by the key's lanes), none on its caller's thread, and a get on its own key
+    /// sees the last set it called before.
+    @Test func callbackGetsKeepEachCallersOrderUnderStressFromManyThreads() async throws {
+        let store = try makeStore(directory, durability: .none)
+        defer { try? store.close() }
+        let archive = DataArchive(store: store)
+        let threads = 12, operations = 400
+        let order = Mutex<[String: [Int]]>([:])
+        let failures = Mutex<[String]>([])
+        let done = Countdown(threads * operations)
+        DispatchQueue.concurrentPerform(iterations: threads) { thread in
+            let caller = pthread_self()
+            @Sendable func completed(_ key: String, _ step: Int, _ failure: String?) {
+                if pthread_equal(pthread_self(), caller) != 0 { failures.withLock { $0.append("\(key) step \(step) ran on its caller") } }
+                if let failure { failures.withLock { $0.append("\(key) step \(step): \(failure)") } }
+                order.withLock { $0["\(key)/\(thread)", default: []].append(step) }
+                done.tick()
+            }
+            let own = "own\(thread)"
+            var written = -1
+            for step in 0 ..< operations {
+                let key = step % 3 == 0 ? "shared" : own
+                if step % 7 == 0 {
+                    if key == own { written = step }
+                    archive.set(key: key, data: bytes("\(step)")) { completed(key, step, $0.isSuccess ? nil : "\($0)") }
+                } else if key == own {
+                    let expected = written
+                    archive.get(key: key) { data, result in
+                        let matches = expected < 0 ? data == nil : text(data) == "\(expected)"
+                        completed(key, step, matches ? nil : "get saw \(text(data) ?? "nil"), expected \(expected)")
+                    }
+                } else {
+                    archive.get(key: key) { _, result in completed(key, step, result.isSuccess ? nil : "\(result)") }
+                }
+            }
+        }
+        await done.wait()
+        #expect(failures.withLock { Array($0.prefix(5)) } == [])
+        let inOrder = order.withLock { $0.values.allSatisfy { $0 == $0.sorted() } }
+        let total = order.withLock { $0.values.reduce(0) { $0 + $1.count } }
+        #expect(inOrder)
+        #expect(total == threads * operations)
     }
 
     /// Callback gets of idle keys (handed off when the thread is free) interleaved with queued
