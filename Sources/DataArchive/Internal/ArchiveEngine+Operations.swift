@@ -111,8 +111,8 @@ extension ArchiveEngine {
     /// the next completion of `lane`: on the hand-off thread when the lane has no completion queued
     /// or running and the thread is free (returned, for the caller to wait for briefly), else queued
     /// on `completions`. Either way it runs after the lane's earlier completions and before its later
-    /// ones, never on the caller's stack. A short read is posted to the thread before it runs, so the
-    /// hand-off's first crossing (or the thread's wake-up) overlaps the read.
+    /// ones, never on the caller's stack. A short read finding the thread asleep posts its completion
+    /// before it runs, so the thread's wake-up overlaps the read.
     private func readPromptly<Read: CallbackRead>(on lane: Lane, _ read: Read) -> HandedCompletion? {
         guard let claim = completions.claimIfIdle(lane) else {
             let value = read.read(self)
@@ -121,7 +121,7 @@ extension ArchiveEngine {
         }
         let delivery = Delivery(read, completions: completions, claim: claim)
         let handoff = CompletionHandoff.shared
-        let posted = Read.isShort && handoff.post(delivery)
+        let posted = Read.isShort && handoff.isAsleep && handoff.post(delivery)
         delivery.fill(read.read(self))
         if posted {
             handoff.publish(delivery)

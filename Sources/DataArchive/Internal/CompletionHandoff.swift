@@ -39,11 +39,13 @@ class HandedCompletion: @unchecked Sendable {
 /// its completion has run (``waitBriefly(_:)``), so a caller that waits for it finds it done.
 ///
 /// A hand-off round trip is cache lines crossing between two cores, a hundred or more nanoseconds
-/// each on a virtual machine, so it crosses as few as it can, and the first while the caller still
-/// reads. The slot is one word, the completion's address with two phases: the caller posts it
-/// (``post(_:)``, address | ``notReady``: one compare-exchange claims the thread) before its read,
-/// so the thread takes the slot's line, or wakes, while the read runs; then it publishes it
-/// (``publish(_:)``, the address alone) once the result is in the completion. The thread runs it
+/// each on a virtual machine, so it crosses as few as it can. The slot is one word, the
+/// completion's address: the caller hands it over with one compare-exchange (``handOff(_:)``)
+/// that claims the thread and posts the completion at once. When the thread is asleep, the caller
+/// instead posts it before its read (``post(_:)``, address | ``notReady``) so that the thread's
+/// wake-up overlaps the read, then publishes it (``publish(_:)``, the address alone) once the
+/// result is in the completion; not when the thread spins, where the second write of the slot
+/// costs the caller a crossing and saves none (Docs/dataarchive.md). The thread runs it
 /// and clears the slot, and the caller, polling it, sees that; a caller that stops waiting marks it
 /// (``abandoned``) with another compare-exchange, so the word alone decides who ends the claim. A
 /// caller descheduled between post and publish holds the thread for ``postedSpin`` at most: the
@@ -80,6 +82,9 @@ final class CompletionHandoff: Sendable {
     private static let flags: UInt = abandoned | notReady | sleeping
     /// Notified on every hand-off; the thread sleeps on it once it has spun.
     private let posted = EventCount()
+    /// Whether the thread is asleep waiting for work (a hint: set just before it sleeps, cleared
+    /// when it wakes), so that a caller posts before its read only when that saves a wake-up's wait.
+    private let asleep = Atomic<Bool>(false)
 
     private init() {
         let thread = Thread { [self] in loop() }
@@ -95,6 +100,12 @@ final class CompletionHandoff: Sendable {
         publish(completion)
         return true
     }
+
+    /// Whether the thread is asleep, so that a completion posted now (``post(_:)``) before a read
+    /// has the thread's wake-up overlap the read. While the thread spins, posting early costs the
+    /// caller one more exclusive fetch of the slot's line (post, then publish) and saves nothing:
+    /// the thread must fetch the line again after the publish either way.
+    var isAsleep: Bool { asleep.load(ordering: .relaxed) }
 
     /// Claims the thread for `completion` before it is ready to run (its result still being read),
     /// if the thread is free; false when it is busy (then nothing here runs `completion` or ends its
@@ -149,7 +160,9 @@ final class CompletionHandoff: Sendable {
             // The key before the last look: a hand-off after that look changes it, and the wait returns.
             let key = posted.key
             if slot.load(ordering: .sequentiallyConsistent) != 0 { continue }
+            asleep.store(true, ordering: .relaxed)
             posted.wait(key)
+            asleep.store(false, ordering: .relaxed)
         }
     }
 
