@@ -111,23 +111,17 @@ extension ArchiveEngine {
     /// the next completion of `lane`: on the hand-off thread when the lane has no completion queued
     /// or running and the thread is free (returned, for the caller to wait for briefly), else queued
     /// on `completions`. Either way it runs after the lane's earlier completions and before its later
-    /// ones, never on the caller's stack. A short read finding the thread asleep posts its completion
-    /// before it runs, so the thread's wake-up overlaps the read.
+    /// ones, never on the caller's stack.
     private func readPromptly<Read: CallbackRead>(on lane: Lane, _ read: Read) -> HandedCompletion? {
         guard let claim = completions.claimIfIdle(lane) else {
             let value = read.read(self)
             completions.submit(lane) { read.deliver(value) }
             return nil
         }
-        let delivery = Delivery(read, completions: completions, claim: claim)
-        let handoff = CompletionHandoff.shared
-        let posted = Read.isShort && handoff.isAsleep && handoff.post(delivery)
-        delivery.fill(read.read(self))
-        if posted {
-            handoff.publish(delivery)
-            return delivery
-        }
-        if handoff.handOff(delivery) { return delivery }
+        // A sleeping hand-off thread wakes while the read runs, not after it.
+        CompletionHandoff.shared.wakeIfAsleep()
+        let delivery = Delivery(read, read.read(self), completions: completions, claim: claim)
+        if CompletionHandoff.shared.handOff(delivery) { return delivery }
         // Queued behind the claim, so it runs once the claim ends, before anything submitted later.
         completions.submit(lane) { delivery.run() }
         completions.release(claim)

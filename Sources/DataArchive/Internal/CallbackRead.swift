@@ -13,36 +13,21 @@ protocol CallbackRead: Sendable {
     func read(_ engine: ArchiveEngine) -> Value
     /// Hands `value` to the caller's handler; runs on the completion lane.
     func deliver(_ value: Value)
-    /// Whether the read takes about a microsecond (one small value), so that the hand-off thread
-    /// may be held waiting for it: then its completion is posted before the read runs.
-    static var isShort: Bool { get }
 }
 
-extension CallbackRead {
-    static var isShort: Bool { false }
-}
-
-/// A read and, once read, its result, with the completion-lane claim it holds, as one object to
-/// hand over: made before the read, so that it can be posted to the hand-off thread while the read
-/// runs, and filled in after.
+/// A read's result and the read that delivers it, with the completion-lane claim it holds, as one
+/// object to hand over.
 final class Delivery<Read: CallbackRead>: HandedCompletion, @unchecked Sendable {
     private let read: Read
-    /// Written once by the reading thread before the delivery is published or queued; read only by
-    /// the thread that runs it, after (the slot's exchange, or the queue's lock, orders the two).
-    private var value: Read.Value?
+    private let value: Read.Value
 
-    init(_ read: Read, completions: LaneExecutor<Lane, ClosureJob>, claim: LaneExecutor<Lane, ClosureJob>.Claim) {
+    init(_ read: Read, _ value: Read.Value, completions: LaneExecutor<Lane, ClosureJob>, claim: LaneExecutor<Lane, ClosureJob>.Claim) {
         self.read = read
+        self.value = value
         super.init(completions: completions, claim: claim)
     }
 
-    /// Stores the read's result; before the delivery is published or queued.
-    func fill(_ value: Read.Value) { self.value = value }
-
-    override func run() {
-        guard let value else { preconditionFailure("a Delivery run before its read was filled in") }
-        read.deliver(value)
-    }
+    override func run() { read.deliver(value) }
 }
 
 /// A read given as two closures, for the reads whose own cost dwarfs their allocations (`getAll`).
@@ -56,7 +41,6 @@ struct ClosureRead<Value: Sendable>: CallbackRead {
 
 /// `DataArchive.get(key:completionHandler:)`: the key's current value, or nil.
 struct CurrentValueRead: CallbackRead {
-    static var isShort: Bool { true }
     let key: String
     let completionHandler: @Sendable (Data?, DataArchiveResult) -> Void
 
@@ -75,7 +59,6 @@ struct CurrentValueRead: CallbackRead {
 /// `DataArchive.get(key:converterType:completionHandler:)`: the key's current value converted by
 /// `T`, `fileNotFound` when it has none, `couldNotConvertFile` when `T` refuses it.
 struct ConvertedValueRead<T: ValueConverter>: CallbackRead {
-    static var isShort: Bool { true }
     let key: String
     let engine: ArchiveEngine
     let decode: Handover<(Data) -> T.T?>
