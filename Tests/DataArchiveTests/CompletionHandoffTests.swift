@@ -39,6 +39,39 @@ private final class TestCompletion: HandedCompletion, @unchecked Sendable {
         }
     }
 
+    /// A caller that finds the thread asleep wakes it before its read. Woken with nothing to run
+    /// (its caller descheduled mid-read), the thread polls for a bounded time and sleeps again; a
+    /// completion handed over after such a wake runs once, off the caller's thread, and its claim
+    /// ends.
+    @Test func aThreadWokenBeforeAReadPollsBoundedlyThenRunsTheCompletionOnce() {
+        /// Polls `condition` every millisecond for up to 5 s (the thread may wait for a core).
+        func eventually(_ condition: () -> Bool) -> Bool {
+            for _ in 0 ..< 5_000 where !condition() { usleep(1_000) }
+            return condition()
+        }
+        let handoff = CompletionHandoff.shared
+        // Other suites' completions keep it awake at times; it sleeps once they leave it idle.
+        #expect(eventually { handoff.isAsleep })
+        handoff.wakeIfAsleep()
+        #expect(eventually { !handoff.isAsleep })
+        // Nothing came (a read descheduled for far longer than the thread polls): it sleeps again.
+        #expect(eventually { handoff.isAsleep })
+        let ran = Atomic<Int>(0), caller = pthread_self(), onCaller = Atomic<Bool>(false)
+        handoff.wakeIfAsleep()
+        let (completion, lane) = handOffWhenFree {
+            if pthread_equal(pthread_self(), caller) != 0 { onCaller.store(true, ordering: .relaxed) }
+            ran.add(1, ordering: .sequentiallyConsistent)
+        }
+        handoff.waitBriefly(completion)
+        #expect(eventually { ran.load(ordering: .sequentiallyConsistent) == 1 })
+        executor.waitUntilFinished(through: executor.lastTicket)
+        usleep(2_000)
+        #expect(ran.load(ordering: .sequentiallyConsistent) == 1)
+        let ranOnCaller = onCaller.load(ordering: .relaxed)
+        #expect(!ranOnCaller)
+        #expect(executor.claimIfIdle(lane) != nil)
+    }
+
     /// Threads hand over completions as fast as they can: each one accepted runs exactly once, on
     /// another thread than its caller, never two at once, and its lane claim ends once it has run
     /// (the lane is idle again); each refused one is not run.
@@ -136,6 +169,52 @@ private final class TestCompletion: HandedCompletion, @unchecked Sendable {
         while !ran.load(ordering: .acquiring) { usleep(100) }
         executor.waitUntilFinished(through: executor.lastTicket)
         #expect(executor.claimIfIdle(lane) != nil)
+    }
+
+    /// Many threads call gets and sets on one shared key and on keys of their own, as fast as they
+    /// can: each thread's completions on every key arrive in its call order (a thread's calls on
+    /// a key are ordered by the key's lanes), none on its caller's thread, and a get on its own key
+    /// sees the last set it called before.
+    @Test func callbackGetsKeepEachCallersOrderUnderStressFromManyThreads() async throws {
+        let store = try makeStore(directory, durability: .none)
+        defer { try? store.close() }
+        let archive = DataArchive(store: store)
+        let threads = 12, operations = 400
+        let order = Mutex<[String: [Int]]>([:])
+        let failures = Mutex<[String]>([])
+        let done = Countdown(threads * operations)
+        DispatchQueue.concurrentPerform(iterations: threads) { thread in
+            let caller = pthread_self()
+            @Sendable func completed(_ key: String, _ step: Int, _ failure: String?) {
+                if pthread_equal(pthread_self(), caller) != 0 { failures.withLock { $0.append("\(key) step \(step) ran on its caller") } }
+                if let failure { failures.withLock { $0.append("\(key) step \(step): \(failure)") } }
+                order.withLock { $0["\(key)/\(thread)", default: []].append(step) }
+                done.tick()
+            }
+            let own = "own\(thread)"
+            var written = -1
+            for step in 0 ..< operations {
+                let key = step % 3 == 0 ? "shared" : own
+                if step % 7 == 0 {
+                    if key == own { written = step }
+                    archive.set(key: key, data: bytes("\(step)")) { completed(key, step, $0.isSuccess ? nil : "\($0)") }
+                } else if key == own {
+                    let expected = written
+                    archive.get(key: key) { data, result in
+                        let matches = expected < 0 ? data == nil : text(data) == "\(expected)"
+                        completed(key, step, matches ? nil : "get saw \(text(data) ?? "nil"), expected \(expected)")
+                    }
+                } else {
+                    archive.get(key: key) { _, result in completed(key, step, result.isSuccess ? nil : "\(result)") }
+                }
+            }
+        }
+        await done.wait()
+        #expect(failures.withLock { Array($0.prefix(5)) } == [])
+        let inOrder = order.withLock { $0.values.allSatisfy { $0 == $0.sorted() } }
+        let total = order.withLock { $0.values.reduce(0) { $0 + $1.count } }
+        #expect(inOrder)
+        #expect(total == threads * operations)
     }
 
     /// Callback gets of idle keys (handed off when the thread is free) interleaved with queued

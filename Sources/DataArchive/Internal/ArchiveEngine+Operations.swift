@@ -17,9 +17,11 @@ extension ArchiveEngine {
     /// The key's current value, or nil. A short read: no snapshot pin (``Store/readLatest(_:)``).
     func current(forKey key: String) throws -> Data? {
         let recordKey = try KeyCoding.recordKey(for: key)
-        return try store().readLatest { view in
-            guard let record = try view.record(forKey: recordKey) else { return nil }
-            return try view.get(try VersionList(record: record, key: key).current)
+        return try withStore { store in
+            try store.readLatest { view in
+                guard let record = try view.record(forKey: recordKey) else { return nil }
+                return try view.get(try VersionList(record: record, key: key).current)
+            }
         }
     }
 
@@ -49,7 +51,7 @@ extension ArchiveEngine {
     /// The number of archived versions (0 for a missing key).
     func numberOfArchives(forKey key: String) throws -> Int {
         let recordKey = try KeyCoding.recordKey(for: key)
-        guard let record = try store().record(forKey: recordKey) else { return 0 }
+        guard let record = try withStore({ try $0.record(forKey: recordKey) }) else { return 0 }
         return try VersionList(record: record, key: key).archiveCount
     }
 
@@ -87,11 +89,11 @@ extension ArchiveEngine {
     /// Runs `read` on `lane` after everything called before it there, then hands its result to
     /// `read.deliver` on the same lane of `completions` (never on the caller's stack). When nothing
     /// is queued or running on the lane, the read runs at once on the calling thread, and the
-    /// completion goes to the hand-off thread when it is free (``deliverPromptly(on:_:)``).
+    /// completion goes to the hand-off thread when it is free (``readPromptly(on:_:)``).
     func read<Read: CallbackRead>(on lane: Lane, _ read: Read) {
         // The completion is handed on before the lane is released, so it precedes those of later calls.
         let ran = operations.runIfIdle(lane) {
-            deliverPromptly(on: lane, read, read.read(self))
+            readPromptly(on: lane, read)
         }
         guard let ran else { return perform(on: lane, { read.read($0) }, deliver: { read.deliver($0) }) }
         // Waited for after the lane is released: the operations called meanwhile need not wait too.
@@ -105,16 +107,20 @@ extension ArchiveEngine {
         read(on: lane, ClosureRead(body: operation, handler: deliver))
     }
 
-    /// Hands `value` to `read.deliver` as the next completion of `lane`: on the hand-off thread when
-    /// the lane has no completion queued or running and the thread is free (returned, for the
-    /// caller to wait for briefly), else queued on `completions`. Either way it runs after the
-    /// lane's earlier completions and before its later ones, never on the caller's stack.
-    private func deliverPromptly<Read: CallbackRead>(on lane: Lane, _ read: Read, _ value: Read.Value) -> HandedCompletion? {
+    /// Reads on the calling thread, which holds `lane`, and hands the result to `read.deliver` as
+    /// the next completion of `lane`: on the hand-off thread when the lane has no completion queued
+    /// or running and the thread is free (returned, for the caller to wait for briefly), else queued
+    /// on `completions`. Either way it runs after the lane's earlier completions and before its later
+    /// ones, never on the caller's stack.
+    private func readPromptly<Read: CallbackRead>(on lane: Lane, _ read: Read) -> HandedCompletion? {
         guard let claim = completions.claimIfIdle(lane) else {
+            let value = read.read(self)
             completions.submit(lane) { read.deliver(value) }
             return nil
         }
-        let delivery = Delivery(read, value, completions: completions, claim: claim)
+        // A sleeping hand-off thread wakes while the read runs, not after it.
+        CompletionHandoff.shared.wakeIfAsleep()
+        let delivery = Delivery(read, read.read(self), completions: completions, claim: claim)
         if CompletionHandoff.shared.handOff(delivery) { return delivery }
         // Queued behind the claim, so it runs once the claim ends, before anything submitted later.
         completions.submit(lane) { delivery.run() }

@@ -41,6 +41,8 @@ final class ArchiveEngine: Sendable {
     private let source: Mutex<Source>
     /// The store when it was given: it never changes, so reads take it without the lock.
     private let given: Store?
+    /// `given` without a reference count, for ``withStore(_:)``.
+    private let unretainedGiven: Unmanaged<Store>?
     /// The engine's key in `SharedObjects`; nil for an engine that is not shared.
     private let registryKey: SharedObjects.Key?
 
@@ -48,6 +50,7 @@ final class ArchiveEngine: Sendable {
         self.directory = directory
         self.source = Mutex(source)
         if case .given(let store) = source { given = store } else { given = nil }
+        unretainedGiven = given.map { Unmanaged.passUnretained($0) }
         self.registryKey = registryKey
         let cores = ProcessInfo.processInfo.activeProcessorCount
         let durability: Store.Durability
@@ -84,6 +87,15 @@ final class ArchiveEngine: Sendable {
                 return lease.store
             }
         }
+    }
+
+    /// Runs `body` with the store, opening it as ``store()`` does. A given store is lent without a
+    /// retain and release: a store has a weak reference (its control socket's acceptor holds one),
+    /// so its counts live in a side table, and each count change costs an indirection and an atomic
+    /// on a line every reading thread writes. `given` keeps it alive for as long as this engine.
+    func withStore<T>(_ body: (Store) throws -> T) throws -> T {
+        if let unretainedGiven { return try unretainedGiven._withUnsafeGuaranteedRef(body) }
+        return try body(store())
     }
 
     /// The store if it is open (or was given), without opening it.

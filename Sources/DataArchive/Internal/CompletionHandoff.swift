@@ -47,6 +47,14 @@ class HandedCompletion: @unchecked Sendable {
 /// own while the caller waits: the caller's keeps it alive), and the lane table stays with the
 /// caller, which claimed the lane and ends the claim. The thread reads the event it sleeps on only
 /// before it sleeps, so a hand-off's notification writes a line no other core holds.
+///
+/// A caller that finds the thread asleep wakes it before its read (``wakeIfAsleep()``), so the
+/// wake-up overlaps the read and the thread is polling when the completion comes. The completion
+/// itself is handed over after the read, in one write of the slot: handing it over earlier (posted,
+/// then marked ready) writes the slot twice, and to a thread that polls, the second write costs the
+/// caller one more crossing of the slot's line and saves none (Docs/benchmarks/analysis.md, "The
+/// callback get, session 13"). A woken thread that gets nothing (its caller descheduled mid-read)
+/// polls for ``threadSpin`` and sleeps again, as after any completion.
 final class CompletionHandoff: Sendable {
     /// The process's one hand-off thread, started on first use; when idle it sleeps (no CPU).
     static let shared = CompletionHandoff()
@@ -66,6 +74,9 @@ final class CompletionHandoff: Sendable {
     private static let abandoned: UInt = 1
     /// Notified on every hand-off; the thread sleeps on it once it has spun.
     private let posted = EventCount()
+    /// Whether the thread is asleep waiting for work: set just before it sleeps, cleared when it
+    /// wakes. A hint for ``wakeIfAsleep()``; nothing's correctness depends on it.
+    private let asleep = Atomic<Bool>(false)
 
     private init() {
         let thread = Thread { [self] in loop() }
@@ -81,6 +92,15 @@ final class CompletionHandoff: Sendable {
         posted.notifyAll()
         return true
     }
+
+    /// Wakes the thread if it is asleep, so that it is polling for the hand-off that follows the
+    /// caller's read instead of waking after it. Costs a load when the thread is awake.
+    func wakeIfAsleep() {
+        if asleep.load(ordering: .relaxed) { posted.notifyAll() }
+    }
+
+    /// Whether the thread is asleep (for tests that follow it).
+    package var isAsleep: Bool { asleep.load(ordering: .relaxed) }
 
     /// Returns once `completion`'s handler has run, or after ``callerSpin``, whichever is first: the
     /// caller goes on either way, so a handler that blocks holds the caller for no longer than that.
@@ -109,7 +129,9 @@ final class CompletionHandoff: Sendable {
             // The key before the last look: a hand-off after that look changes it, and the wait returns.
             let key = posted.key
             if slot.load(ordering: .sequentiallyConsistent) != 0 { continue }
+            asleep.store(true, ordering: .relaxed)
             posted.wait(key)
+            asleep.store(false, ordering: .relaxed)
         }
     }
 
