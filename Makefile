@@ -29,6 +29,14 @@ POOL_TEST        := waitingWritersLeaveTheCooperativePoolFree|waitingArchiveCall
 QUIET_TEST       := Scripts/swift-test-quiet.sh
 CLUSTER_DIR      ?= /tmp/contentstore-cluster-$(shell printf '%s' '$(CURDIR)' | cksum | cut -d' ' -f1)
 
+# The backend example builds under the root's .build (ignored by git, removed by `make clean`). Its
+# cached build plan (description.json) is removed first: SwiftPM reuses it without noticing a source
+# file the root package, a path dependency of the example, gained since, and the build then fails
+# with "cannot find X in scope" in a warm tree (a fresh clone has no plan). Planning again takes
+# about a second.
+EXAMPLE_BUILD      := $(CURDIR)/.build/backend-example
+STALE_EXAMPLE_PLAN := $(EXAMPLE_BUILD)/*/description.json
+
 test: deps
 	$(SWIFT) build --build-tests
 	@trap '$(CLUSTER_SERVICES) stop "$(CLUSTER_DIR)"' EXIT INT TERM; \
@@ -45,7 +53,8 @@ test: deps
 	.build/eventcount-condvar-stress
 	$(MAKE) consumer-check
 	@# The backend example (Examples/BackendExample: Hummingbird on the async API) builds.
-	cd Examples/BackendExample && $(SWIFT) build
+	rm -f $(STALE_EXAMPLE_PLAN)
+	$(SWIFT) build --package-path Examples/BackendExample --scratch-path "$(EXAMPLE_BUILD)"
 
 # A scratch package depending on a tagged clone of this repository (file:// URL, `from:`) resolves
 # and builds: ContentStore works as a versioned dependency (no unsafeFlags). Checks the committed HEAD.
