@@ -29,6 +29,14 @@ POOL_TEST        := waitingWritersLeaveTheCooperativePoolFree|waitingArchiveCall
 QUIET_TEST       := Scripts/swift-test-quiet.sh
 CLUSTER_DIR      ?= /tmp/contentstore-cluster-$(shell printf '%s' '$(CURDIR)' | cksum | cut -d' ' -f1)
 
+# The backend example builds under the root's .build (ignored by git, removed by `make clean`). Its
+# cached build plan (description.json) is removed first: SwiftPM reuses it without noticing a source
+# file the root package, a path dependency of the example, gained since, and the build then fails
+# with "cannot find X in scope" in a warm tree (a fresh clone has no plan). Planning again takes
+# about a second.
+EXAMPLE_BUILD      := $(CURDIR)/.build/backend-example
+STALE_EXAMPLE_PLAN := $(EXAMPLE_BUILD)/*/description.json
+
 test: deps
 	$(SWIFT) build --build-tests
 	@trap '$(CLUSTER_SERVICES) stop "$(CLUSTER_DIR)"' EXIT INT TERM; \
@@ -45,7 +53,8 @@ test: deps
 	.build/eventcount-condvar-stress
 	$(MAKE) consumer-check
 	@# The backend example (Examples/BackendExample: Hummingbird on the async API) builds.
-	cd Examples/BackendExample && $(SWIFT) build
+	rm -f $(STALE_EXAMPLE_PLAN)
+	$(SWIFT) build --package-path Examples/BackendExample --scratch-path "$(EXAMPLE_BUILD)"
 
 # A scratch package depending on a tagged clone of this repository (file:// URL, `from:`) resolves
 # and builds: ContentStore works as a versioned dependency (no unsafeFlags). Checks the committed HEAD.
@@ -158,16 +167,25 @@ fuzz: deps
 	FUZZ_SECONDS=$(FUZZ_SECONDS) Fuzz/fuzz.sh
 
 # sanitize: the whole test suite under ThreadSanitizer, then AddressSanitizer, each in a scratch
-# directory of its own. -DCONTENTSTORE_TSAN swaps in a Mutex ThreadSanitizer can see through
+# directory of its own, with the cluster test services up (as `make test`; stopped on success,
+# failure and interruption). -DCONTENTSTORE_TSAN swaps in a Mutex ThreadSanitizer can see through
 # (TSanVisibleMutex.swift); LeakSanitizer is off (Foundation leaks a page per empty file read, and
 # it cannot follow Swift's tagged enum payloads), AddressSanitizer's memory checks are on.
-# One test is skipped, for a reason a sanitizer cannot help: streamingPutAndExportOf256MiBStayBounded
-# bounds the peak RSS of a `contentstore` child at 64 MiB, which the sanitizer runtime's own shadow
-# memory exceeds.
-SANITIZE_SKIP := streamingPutAndExportOf256MiBStayBounded
+# The tests that need the whole cooperative pool (POOL_TEST) run in a process of their own, as in
+# `make test`: beside the others they fail, sanitized or not. Nothing is skipped under
+# ThreadSanitizer. Under AddressSanitizer two tests are, because the sanitizer changes what they
+# measure: they bound the peak RSS of a streamed put and export (a `contentstore` child; a cluster
+# put in this process), and AddressSanitizer's quarantine (256 MiB) keeps what the put frees out of
+# reuse, so the peak grows with the file, the very thing the tests catch (a 256 MiB put: 416 MiB
+# above a 1 KiB one, 31 MiB with quarantine_size_mb=0).
+ASAN_SKIP := streamingPutAndExportOf256MiBStayBounded|aFileMuchLargerThanMemoryBoundsStreamsThroughPutAndExport
 sanitize: deps
-	@echo "make sanitize skips $(SANITIZE_SKIP): it bounds a child's peak RSS at 64 MiB, and sanitizer shadow memory alone exceeds that"
+	@echo "make sanitize skips $(ASAN_SKIP) under AddressSanitizer: its quarantine keeps what a put frees, so a streamed put's peak RSS grows with the file"
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan -Xswiftc -DCONTENTSTORE_TSAN
-	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan -Xswiftc -DCONTENTSTORE_TSAN --skip $(SANITIZE_SKIP)
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build-asan
-	ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan --skip $(SANITIZE_SKIP)
+	@trap '$(CLUSTER_SERVICES) stop "$(CLUSTER_DIR)"' EXIT INT TERM; \
+		$(CLUSTER_SERVICES) start "$(CLUSTER_DIR)" && . "$(CLUSTER_DIR)/env" && \
+		$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan -Xswiftc -DCONTENTSTORE_TSAN --skip '$(POOL_TEST)' && \
+		$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan -Xswiftc -DCONTENTSTORE_TSAN --filter '$(POOL_TEST)' && \
+		ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan --skip '$(ASAN_SKIP)|$(POOL_TEST)' && \
+		ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan --filter '$(POOL_TEST)'

@@ -46,8 +46,9 @@ extension Store {
         /// the pack entry's CRC32C is checked). Blobs served from the read cache (``readCacheSize``)
         /// passed that check when they were read. Default true.
         public var verifiesReads: Bool = true
-        /// Bytes of verified blobs ``Store/get(_:)`` keeps in memory, so getting a blob again skips
-        /// the pack read and the re-hash. Blobs are kept decoded (a hit also skips the
+        /// Bytes of memory the verified blobs ``Store/get(_:)`` keeps take, each blob's bookkeeping
+        /// (about 260 bytes) included, so getting a blob again skips the pack read and the re-hash.
+        /// Blobs are kept decoded (a hit also skips the
         /// decompression); once the cache is full, one stored compressed to at most 0.4 of its size
         /// is kept as its compressed bytes instead (a hit decompresses it: more blobs fit). Blobs over a sixteenth of it are not kept;
         /// blobs of 256 KiB or more are kept on their second read, so large blobs read once do not push

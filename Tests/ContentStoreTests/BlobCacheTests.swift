@@ -7,6 +7,9 @@ import TestThreads
 
 /// The read cache: bounded, evicting by second chance, holding only verified bytes.
 @Suite(.blocking) struct BlobCacheTests {
+    /// The capacity that sixteen items of `size` bytes fill exactly.
+    static func sixteenItems(of size: Int) -> Int { 16 * (size + BlobCache.itemOverhead) }
+
     /// A hit is served from memory, where the pack's damage cannot reach it; once the blob leaves the
     /// cache, the next get reads the pack again, re-hashes it and reports the damage.
     @Test(arguments: [true, false])
@@ -41,7 +44,7 @@ import TestThreads
         let dir = TemporaryDirectory()
         var configuration = Store.Configuration.testing()
         configuration.verifiesReads = verifiesReads
-        configuration.readCacheSize = 64 << 10
+        configuration.readCacheSize = Self.sixteenItems(of: 4096)
         let store = try Store(at: dir.store, configuration: configuration)
         var random = SeededRandom(seed: 5)
         let text = random.compressibleBytes(4096), noise = random.bytes(4096)
@@ -51,18 +54,18 @@ import TestThreads
         #expect(Double(entry.storedLength) <= Double(text.count) * BlobCache.compressedFormMaximumShare)
 
         #expect(try store.get(textDigest) == text)
-        #expect(store.cache.bytes == text.count, "room left: kept decoded")
+        #expect(store.cache.bytes == text.count + BlobCache.itemOverhead, "room left: kept decoded")
         store.cache.remove(textDigest)
         let fillers = (0 ..< 16).map { _ in random.bytes(4096) }
         for filler in fillers { _ = try store.get(try store.put(filler)) }
-        #expect(store.cache.bytes == 64 << 10)
+        #expect(store.cache.bytes == Self.sixteenItems(of: 4096))
 
         #expect(try store.get(textDigest) == text)
         #expect(store.cache.blob(textDigest) == text)
         let withFrame = store.cache.bytes
-        #expect(withFrame == (64 << 10) - 4096 + Int(entry.storedLength), "full: the frame took one blob's room")
+        #expect(withFrame == Self.sixteenItems(of: 4096) - 4096 + Int(entry.storedLength), "full: the frame took one blob's room")
         #expect(try store.get(noiseDigest) == noise)
-        #expect(store.cache.bytes <= 64 << 10)
+        #expect(store.cache.bytes <= Self.sixteenItems(of: 4096))
         #expect(store.cache.blob(noiseDigest) == noise, "kept decoded: it does not compress")
 
         // Served from the cached frame: damage to the pack after the read is not seen.
@@ -77,7 +80,7 @@ import TestThreads
     @Test func aFullCacheKeepsABlobDecodedWhenItsFrameIsNotSmallEnough() throws {
         let dir = TemporaryDirectory()
         var configuration = Store.Configuration.testing()
-        configuration.readCacheSize = 64 << 10
+        configuration.readCacheSize = Self.sixteenItems(of: 4096)
         let store = try Store(at: dir.store, configuration: configuration)
         var random = SeededRandom(seed: 7)
         // Sixteen symbols, uniformly: four bits a byte, no repeats to match, so the frame is about half.
@@ -87,10 +90,10 @@ import TestThreads
         #expect(entry.isCompressed)
         #expect(Double(entry.storedLength) > Double(blob.count) * BlobCache.compressedFormMaximumShare)
         for _ in 0 ..< 16 { _ = try store.get(try store.put(random.bytes(4096))) }
-        #expect(store.cache.bytes == 64 << 10)
+        #expect(store.cache.bytes == Self.sixteenItems(of: 4096))
 
         #expect(try store.get(digest) == blob)
-        #expect(store.cache.bytes == 64 << 10, "full: the blob took a decoded blob's room, not a frame's")
+        #expect(store.cache.bytes == Self.sixteenItems(of: 4096), "full: the blob took a decoded blob's room, not a frame's")
         // A decoded hit does not touch the pack: damage after the read is not seen.
         try flipBitInPlace(store.packs.path(of: entry.location.pack),
                            at: entry.location.offset + UInt64(PackFormat.entryHeaderSize) + UInt64(entry.storedLength / 2))
@@ -154,13 +157,13 @@ import TestThreads
     }
 
     @Test func evictionSparesABlobGotSinceTheHandLastPassed() {
-        let cache = BlobCache(capacity: 1600)  // sixteen blobs of 100 bytes
+        let cache = BlobCache(capacity: Self.sixteenItems(of: 100))
         let digests = (0 ..< 17).map { Digest.sha256(Data("blob \($0)".utf8)) }
         for digest in digests.prefix(16) { cache.insert(Data(repeating: 1, count: 100), for: digest) }
-        #expect(cache.bytes == 1600)
+        #expect(cache.bytes == Self.sixteenItems(of: 100))
         #expect(cache.blob(digests[0]) != nil)  // used again: survives the next eviction
         cache.insert(Data(repeating: 2, count: 100), for: digests[16])
-        #expect(cache.bytes == 1600)
+        #expect(cache.bytes == Self.sixteenItems(of: 100))
         #expect(cache.blob(digests[0]) != nil)
         #expect(cache.blob(digests[1]) == nil)
         #expect(cache.blob(digests[16]) == Data(repeating: 2, count: 100))
@@ -196,7 +199,7 @@ import TestThreads
         for _ in 0 ..< 3 {
             for digest in digests where cache.blob(digest) == nil { cache.insert(Data(repeating: 7, count: 1000), for: digest) }
         }
-        #expect(cache.bytes == (admitted ? blobs * 1000 : 0))
+        #expect(cache.bytes == (admitted ? blobs * (1000 + BlobCache.itemOverhead) : 0))
         #expect(digests.allSatisfy { (cache.blob($0) != nil) == admitted })
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import StateLens
 import Synchronization
 import Testing
+import TestThreads
 
 @Suite struct NotificationTests {
     @Test func valuesYieldsTheCurrentValueThenEachChangeAndSiblingsHearNothing() async throws {
@@ -34,7 +35,7 @@ import Testing
         let state = try LensStore(store: fixture.store, name: "account", default: Account())
         let changes = Collector(state.root.counter.changes())
         let threads = 8, rounds = 20
-        try onThreads(threads) { _ in
+        try await onThreads(threads) { _ in
             for _ in 0 ..< rounds { try state.root.counter.update { $0 += 1 } }
         }
         let heard = await changes.wait(for: threads * rounds)
@@ -65,7 +66,7 @@ import Testing
     }
 }
 
-@Suite struct ConcurrencyTests {
+@Suite(.blocking) struct ConcurrencyTests {
     /// 16 writers each increment their own field (and the total, in the same update) while 4
     /// readers check that every value they read is whole: the fields always sum to the total.
     @Test func sixteenWritersAndFourReadersSeeNoTornValueAndLoseNoUpdate() throws {

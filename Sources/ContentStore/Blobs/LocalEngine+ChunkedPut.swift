@@ -63,36 +63,43 @@ extension LocalEngine {
         let writer = ChunkWriter(engine: self)
         defer { writer.drain() }
         var hasher = SHA256.Hasher()
+        // The bytes a batch left uncut (less than a maximum-size chunk), which begin the next one.
+        // Its capacity is kept, so it stops allocating once it has held the longest tail.
         var carry: [UInt8] = []
         var total: UInt64 = 0
         var atEnd = false
+        let capacity = configuration.chunking.maximumSize + Self.chunkingBatchSize
         while !atEnd {
             try CancellationToken.checkCancellation()  // between batches: what was stored is unreferenced garbage
-            let batch = try [UInt8](unsafeUninitializedCapacity: carry.count + Self.chunkingBatchSize) { buffer, count in
-                let raw = UnsafeMutableRawBufferPointer(buffer)
-                carry.withUnsafeBytes { raw.copyMemory(from: $0) }
-                count = carry.count
-                while count < raw.count {
-                    let read = try read(UnsafeMutableRawBufferPointer(rebasing: raw[count...]))
-                    if read == 0 {
-                        atEnd = true
-                        break
-                    }
-                    count += read
+            let batch = writer.takeBuffer(capacity: capacity)
+            let raw = batch.storage
+            carry.withUnsafeBytes { raw.copyMemory(from: $0) }
+            var count = carry.count
+            while count < carry.count + Self.chunkingBatchSize {
+                let read = try read(UnsafeMutableRawBufferPointer(rebasing: raw[count ..< carry.count + Self.chunkingBatchSize]))
+                if read == 0 {
+                    atEnd = true
+                    break
                 }
+                count += read
             }
+            batch.count = count
             var chunks: [Range<Int>] = []
             var offset = 0
-            batch.withUnsafeBytes { raw in
-                if knownDigest == nil { hasher.update(UnsafeRawBufferPointer(rebasing: raw[carry.count...])) }
-                while let length = chunker.nextChunkLength(in: UnsafeRawBufferPointer(rebasing: raw[offset...]), isFinal: atEnd) {
-                    chunks.append(offset ..< offset + length)
-                    offset += length
-                }
+            let bytes = batch.bytes
+            if knownDigest == nil { hasher.update(UnsafeRawBufferPointer(rebasing: bytes[carry.count...])) }
+            while let length = chunker.nextChunkLength(in: UnsafeRawBufferPointer(rebasing: bytes[offset...]), isFinal: atEnd) {
+                chunks.append(offset ..< offset + length)
+                offset += length
             }
-            total += UInt64(batch.count - carry.count)
-            carry = Array(batch[offset...])
-            if !chunks.isEmpty { try writer.submit(batch, chunks) }
+            total += UInt64(count - carry.count)
+            carry.removeAll(keepingCapacity: true)
+            carry.append(contentsOf: bytes[offset...])
+            if chunks.isEmpty {
+                writer.giveBack(batch)
+            } else {
+                try writer.submit(batch, chunks)
+            }
         }
         let computed = hasher.finalize()
         let digest = knownDigest ?? computed
@@ -137,20 +144,18 @@ extension LocalEngine {
     /// Stores the chunks of one batch: those the index lacks are compressed, written and placed
     /// (one WAL record for the batch), the others freshened. `compressed` is called once the
     /// compressing threads are done with the batch.
-    func storeChunks(_ batch: [UInt8], _ chunks: [CutChunk], time: UInt32, compressed done: () -> Void) throws {
+    func storeChunks(_ batch: UnsafeRawBufferPointer, _ chunks: [CutChunk], time: UInt32, compressed done: () -> Void) throws {
         let absent = try absentIndices(chunks.map(\.digest), time: time)
         var placements: [LogRecord.BlobPlacement] = []
         defer { for placement in placements { packs.settle(placement.location.pack) } }
-        try batch.withUnsafeBytes { raw in
-            let pieces = absent.map { UnsafeRawBufferPointer(rebasing: raw[chunks[$0].range]) }
-            let (compressed, dictionary) = compressChunks(pieces, time: time)
-            done()
-            let entries = zip(absent, zip(pieces, compressed)).map { index, piece in
-                NewEntry(digest: chunks[index].digest, bytes: piece.0, compressed: piece.1.map { .owned($0.frame) },
-                         dictionary: piece.1?.usesDictionary == true ? dictionary : nil)
-            }
-            placements = try appendEntries(entries, time: time)
+        let pieces = absent.map { UnsafeRawBufferPointer(rebasing: batch[chunks[$0].range]) }
+        let (compressed, dictionary) = compressChunks(pieces, time: time)
+        done()
+        let entries = zip(absent, zip(pieces, compressed)).map { index, piece in
+            NewEntry(digest: chunks[index].digest, bytes: piece.0, compressed: piece.1.map { .owned($0.frame) },
+                     dictionary: piece.1?.usesDictionary == true ? dictionary : nil)
         }
+        placements = try appendEntries(entries, time: time)
         try core.withLock { core in
             guard core.isOpen else { throw Store.closedError }
             let fresh = placements.filter { Self.isAbsent($0.digest, from: &core, time: time) }
@@ -177,14 +182,12 @@ extension LocalEngine {
     }
 
     /// The digests of a batch's chunks, hashed on two threads.
-    static func hashChunks(_ batch: [UInt8], _ ranges: [Range<Int>]) -> [CutChunk] {
+    static func hashChunks(_ batch: UnsafeRawBufferPointer, _ ranges: [Range<Int>]) -> [CutChunk] {
         let digests = [Digest](unsafeUninitializedCapacity: ranges.count) { buffer, count in
-            batch.withUnsafeBytes { raw in
-                // Each side initializes only its own slots, and the buffers outlive the wait below.
-                nonisolated(unsafe) let (slots, bytes) = (buffer, raw)
-                onTwoThreads(count: ranges.count) { index in
-                    slots.initializeElement(at: index, to: SHA256.hash(UnsafeRawBufferPointer(rebasing: bytes[ranges[index]])))
-                }
+            // Each side initializes only its own slots, and the buffers outlive the wait below.
+            nonisolated(unsafe) let (slots, bytes) = (buffer, batch)
+            onTwoThreads(count: ranges.count) { index in
+                slots.initializeElement(at: index, to: SHA256.hash(UnsafeRawBufferPointer(rebasing: bytes[ranges[index]])))
             }
             count = ranges.count
         }
@@ -192,14 +195,37 @@ extension LocalEngine {
     }
 }
 
+/// A batch's bytes, allocated once per put and recycled: a 2 MiB array per batch made the
+/// allocator hand out fresh memory for each and keep the freed ones as slack, ~8 MiB above the
+/// batches themselves (`MALLOC_MMAP_THRESHOLD_` showed it). `@unchecked Sendable`: one thread holds
+/// it at a time — the reading thread fills it, ``ChunkWriter/submit(_:_:)`` hands it to the writer's
+/// queue, which gives it back through the writer's lock once it is stored.
+private final class BatchBuffer: @unchecked Sendable {
+    let storage: UnsafeMutableRawBufferPointer
+    /// Bytes of ``storage`` the batch holds.
+    var count = 0
+
+    init(capacity: Int) {
+        storage = .allocate(byteCount: capacity, alignment: 64)
+    }
+
+    deinit { storage.deallocate() }
+
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: storage[..<count]) }
+}
+
 /// The storing side of a chunked put: a serial queue that stores batches in order, builds the
 /// manifest tree, and keeps the first error. The reading thread blocks while
-/// ``LocalEngine/chunkingBatchesInFlight`` batches wait or are compressed, which bounds memory.
+/// ``LocalEngine/chunkingBatchesInFlight`` batches wait or are compressed, which bounds memory: four
+/// batch buffers at most (one filling, two waiting or compressing, one being written), reused for
+/// the whole put.
 private final class ChunkWriter: Sendable {
     private struct State {
         var builder = ManifestBuilder()
         var error: (any Error)?
         var batches = 0
+        /// Buffers the queue is done with, for the reading thread's next batches.
+        var spare: [BatchBuffer] = []
     }
 
     private let engine: LocalEngine
@@ -211,11 +237,23 @@ private final class ChunkWriter: Sendable {
         self.engine = engine
     }
 
-    /// Queues a batch of chunks (their ranges in `batch`); throws the error an earlier batch met.
-    func submit(_ batch: [UInt8], _ ranges: [Range<Int>]) throws {
+    /// A buffer of `capacity` bytes for the next batch: one the queue is done with, or a new one.
+    func takeBuffer(capacity: Int) -> BatchBuffer {
+        state.withLock { $0.spare.popLast() } ?? BatchBuffer(capacity: capacity)
+    }
+
+    /// Takes back a buffer whose batch is stored (or had nothing to store).
+    func giveBack(_ batch: BatchBuffer) {
+        state.withLock { $0.spare.append(batch) }
+    }
+
+    /// Queues a batch of chunks (their ranges in `batch`), taking the buffer over; throws the error
+    /// an earlier batch met.
+    func submit(_ batch: BatchBuffer, _ ranges: [Range<Int>]) throws {
         try state.withLock { if let error = $0.error { throw error } }
         slots.wait()
         queue.async { [self] in
+            defer { giveBack(batch) }
             // The slot is given back once the batch is compressed, so the reading thread reads and
             // hashes the next one while this one is written and logged, where the second
             // compressing thread has nothing to do.
@@ -229,9 +267,9 @@ private final class ChunkWriter: Sendable {
             do {
                 // Hashed here rather than by the reading thread, which also hashes the whole content
                 // and cuts the chunks: both threads share the hashing, as they share the compression.
-                let chunks = LocalEngine.hashChunks(batch, ranges)
+                let chunks = LocalEngine.hashChunks(batch.bytes, ranges)
                 let time = engine.nowSeconds
-                try engine.storeChunks(batch, chunks, time: time, compressed: releaseSlot)
+                try engine.storeChunks(batch.bytes, chunks, time: time, compressed: releaseSlot)
                 let nodes = state.withLock { state in
                     chunks.flatMap { state.builder.append(chunk: .init(digest: $0.digest, length: UInt64($0.range.count))) }
                 }

@@ -2,9 +2,10 @@ import Foundation
 import Synchronization
 
 /// Decoded blobs that ``Store/get(_:)`` returned recently, so getting one again skips the pack read
-/// and the decompression, which are most of a small blob's read. Bounded by the bytes of the blobs
-/// it holds (``Store/Configuration/readCacheSize``); evicts by CLOCK (second chance), so a blob got
-/// again since the hand last passed stays.
+/// and the decompression, which are most of a small blob's read. Bounded by the memory its items
+/// take (``Store/Configuration/readCacheSize``): each item's bytes and its ``itemOverhead``, so the
+/// bound holds for small blobs too; evicts by CLOCK (second chance), so a blob got again since the
+/// hand last passed stays.
 ///
 /// While blobs fit, they are kept decoded, and a hit costs no more than the lookup. Once the cache is
 /// full, a blob whose pack entry is compressed very well (its zstd frame at most
@@ -50,8 +51,22 @@ package final class BlobCache: Sendable {
         var ghostBytes = 0
     }
 
-    /// Bytes of blobs held at most (a blob kept as its frame counts the frame's bytes).
+    /// Bytes the held items take at most: each one's blob (or frame) and its ``itemOverhead``.
     let capacity: Int
+    /// What an item holds beyond its blob's bytes, at most: its slot in the ring (an array up to
+    /// twice as long as its count), its entry in the map (a power-of-two table at most three
+    /// quarters full: up to 8/3 of an entry's room), and the `Data`'s storage object with the
+    /// malloc headers of it and of its bytes (``dataStorageOverhead``). Uncounted, these were
+    /// 242 bytes an item on average (Docs/benchmarks/analysis.md §25): 6% above the size with 4 KiB
+    /// blobs, more than the blobs themselves below 256 bytes. Counted at their most, a full cache
+    /// takes no more than its size.
+    static let itemOverhead = 2 * MemoryLayout<Slot>.stride
+        + (MemoryLayout<Digest>.stride + MemoryLayout<Int>.stride) * 8 / 3
+        + dataStorageOverhead
+    /// A heap `Data`'s storage object and the malloc headers of it and of its bytes (96 bytes
+    /// measured with `mallinfo2`; the object's fields are not public, so this one is measured, and
+    /// ``BlobCacheTests`` checks the whole sum against the heap a full cache takes).
+    static let dataStorageOverhead = 96
     /// A blob whose frame is larger than this share of it is kept decoded. Per byte of cache, a
     /// decoded blob saves a whole miss (read, decode, re-hash) on each hit, a frame only the read and
     /// the re-hash: decoding is most of a small blob's miss (about 5 of 10 µs for 4 KiB of text,
@@ -78,7 +93,7 @@ package final class BlobCache: Sendable {
         self.secondUseMinimumSize = secondUseMinimumSize
     }
 
-    /// Bytes of the blobs held now.
+    /// Bytes the held items take now, their ``itemOverhead`` included.
     var bytes: Int { state.withLock { $0.bytes } }
 
     /// The cached bytes of `digest`, marked recently used; nil when not cached. A blob kept as its
@@ -106,7 +121,7 @@ package final class BlobCache: Sendable {
     /// of the blob when the blob would not fit without evicting and the frame is small enough
     /// (``compressedFormMaximumShare``).
     package func insert(_ blob: Data, for digest: Digest, frame: UnsafeRawBufferPointer? = nil) {
-        guard blob.count > 0, blob.count <= largestCachedBlob else { return }
+        guard blob.count > 0, blob.count <= largestCachedBlob, blob.count + Self.itemOverhead <= capacity else { return }
         let compactFrame = frame.flatMap { Double($0.count) <= Double(blob.count) * Self.compressedFormMaximumShare ? $0 : nil }
         if let secondUseMinimumSize, blob.count >= secondUseMinimumSize,
            !admitsOnSecondUse(digest, size: compactFrame?.count ?? blob.count) {
@@ -116,16 +131,16 @@ package final class BlobCache: Sendable {
         let compact = compactFrame.map { Data($0) }
         state.withLock { state in
             guard state.positions[digest] == nil else { return }
-            let full = state.bytes + blob.count > capacity
+            let full = state.bytes + blob.count + Self.itemOverhead > capacity
             let slot = if let compact, full {
                 Slot(digest: digest, bytes: compact, decodedLength: blob.count, recentlyUsed: false)
             } else {
                 Slot(digest: digest, bytes: blob, decodedLength: nil, recentlyUsed: false)
             }
-            while state.bytes + slot.bytes.count > capacity { evictOne(&state) }
+            while state.bytes + slot.bytes.count + Self.itemOverhead > capacity { evictOne(&state) }
             state.positions[digest] = state.slots.count
             state.slots.append(slot)
-            state.bytes += slot.bytes.count
+            state.bytes += slot.bytes.count + Self.itemOverhead
         }
     }
 
@@ -192,7 +207,7 @@ package final class BlobCache: Sendable {
     private func remove(at index: Int, _ state: inout State) {
         let removed = state.slots[index]
         state.positions[removed.digest] = nil
-        state.bytes -= removed.bytes.count
+        state.bytes -= removed.bytes.count + Self.itemOverhead
         let last = state.slots.removeLast()
         if index < state.slots.count {
             state.slots[index] = last

@@ -135,32 +135,38 @@ struct ReadSet: Sendable {
 
 /// The view a `write` body reads: the latest committed rows, each read noted in a ``ReadSet``.
 ///
-/// A key read twice is read from the database twice: the versions must agree, or the body saw no
-/// single state and runs again.
+/// Owns: the read set and the records the body saw change together, under one lock, so a `write`
+/// that drops a rewrite of what the body saw compares against the record of the version its read
+/// set holds for that key. A key read twice is read from the database twice: the versions must
+/// agree, or the body saw no single state and runs again.
 final class ReadTracker: RecordView {
+    private struct Seen {
+        var reads = ReadSet()
+        /// The record the body last saw under each key it read.
+        var records: [String: Record?] = [:]
+    }
+
     private let engine: ClusterEngine
-    private let state = Mutex(ReadSet())
-    /// The record the body last saw under each key it read.
-    private let records = Mutex<[String: Record?]>([:])
+    private let state = Mutex(Seen())
 
     init(engine: ClusterEngine) {
         self.engine = engine
     }
 
-    var reads: ReadSet { state.withLock { $0 } }
+    var reads: ReadSet { state.withLock { $0.reads } }
 
     /// What the body saw under `key` (nil: absent, or never read).
     func seen(_ key: String) -> Record? {
-        records.withLock { $0[key] ?? nil }
+        state.withLock { $0.records[key] ?? nil }
     }
 
     func record(forKey key: String) throws -> Record? {
         let row = try engine.versionedRecord(forKey: key)
-        state.withLock { reads in
-            if let seen = reads.points[key], seen != row?.1 { reads.inconsistent = true }
-            reads.points[key] = .some(row?.1)
+        state.withLock { seen in
+            if let version = seen.reads.points[key], version != row?.1 { seen.reads.inconsistent = true }
+            seen.reads.points[key] = .some(row?.1)
+            seen.records[key] = .some(row?.0)
         }
-        records.withLock { $0[key] = .some(row?.0) }
         return row?.0
     }
 
@@ -169,9 +175,9 @@ final class ReadTracker: RecordView {
         let rows = try engine.query("list keys") { connection in
             try await ClusterEngine.versionedKeys(withPrefix: prefix, on: connection, logger: engine.logger)
         }
-        state.withLock { reads in
-            if let seen = reads.prefixes[prefix], seen != rows { reads.inconsistent = true }
-            reads.prefixes[prefix] = rows
+        state.withLock { seen in
+            if let listed = seen.reads.prefixes[prefix], listed != rows { seen.reads.inconsistent = true }
+            seen.reads.prefixes[prefix] = rows
         }
         return rows.map(\.key)
     }

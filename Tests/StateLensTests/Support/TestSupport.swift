@@ -99,3 +99,18 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Void) t
     group.wait()
     if let error = errors.withLock({ $0.first }) { throw error }
 }
+
+/// ``onThreads(_:_:)`` for an async test: the test's task waits for the threads without holding a
+/// thread of the cooperative pool (two on CI), which the streams' collecting tasks need meanwhile.
+func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Void) async throws {
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+        Thread.detachNewThread {
+            do {
+                try onThreads(count, body)
+                continuation.resume()
+            } catch {
+                continuation.resume(throwing: error)
+            }
+        }
+    }
+}
