@@ -141,7 +141,9 @@ extension Reliability {
                 Thread {
                     defer { group.leave() }
                     var failed = false
-                    for commit in 0 ..< 30 {
+                    // At least 30 commits each, then on until the sync has failed: 16 writers whose
+                    // batches group well make fewer syncs than `failingSync` in 30 commits each.
+                    for commit in 0 ..< 300 where commit < 30 || !io.faultInjected {
                         let key = "w\(writer)/\(commit)"
                         let record = Record(value: Data(key.utf8))
                         attempted.withLock { $0[key] = record }
