@@ -120,6 +120,9 @@ extension Store {
         /// Runs as a put starts training a chunk dictionary: where a test holds the training so that
         /// concurrent puts meet it.
         package var beforeTrainingDictionary: (@Sendable () -> Void)?
+        /// Runs on the background thread as it starts training the small-blob dictionary: where a
+        /// test holds the training to see puts and close go on without it.
+        package var beforeTrainingSmallBlobDictionary: (@Sendable () -> Void)?
 
         /// The system's calls, the default sizes, no hooks.
         package init() {}

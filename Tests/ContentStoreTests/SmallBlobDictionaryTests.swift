@@ -1,5 +1,6 @@
 internal import CZstd
 import Foundation
+import Synchronization
 import Testing
 @testable import ContentStore
 import TestThreads
@@ -24,6 +25,15 @@ import TestThreads
         return (0 ..< count).map { text.subdata(in: $0 * blockSize ..< ($0 + 1) * blockSize) }
     }
 
+    /// Puts `blocks` and waits for the training the sample started in the background, so that every
+    /// later small blob meets the decision.
+    @discardableResult
+    static func putTrainingSample(_ blocks: some Sequence<Data>, into store: Store) throws -> [Digest] {
+        let digests = try blocks.map { try store.put($0) }
+        store.local.background.waitUntilIdle()
+        return digests
+    }
+
     static func entry(_ store: Store, _ digest: Digest) throws -> BlobEntry {
         try #require(store.core.withLock { $0.state.blobs[digest] })
     }
@@ -37,7 +47,8 @@ import TestThreads
         let dir = TemporaryDirectory()
         let blocks = Self.blocks(Self.trainingBlocks + 200)
         let store = try Store(at: dir.store, configuration: Self.configuration())
-        let digests = try blocks.map { try store.put($0) }
+        let digests = try Self.putTrainingSample(blocks.prefix(Self.trainingBlocks), into: store)
+            + blocks.dropFirst(Self.trainingBlocks).map { try store.put($0) }
         try store.write { transaction in
             for (index, digest) in digests.enumerated() { try transaction.setRecord(Record(references: [digest]), forKey: "b\(index)") }
         }
@@ -79,7 +90,7 @@ import TestThreads
         let dir = TemporaryDirectory()
         let blocks = Self.blocks(Self.trainingBlocks + 1)
         let store = try Store(at: dir.store, configuration: Self.configuration())
-        let digests = try blocks.map { try store.put($0) }
+        let digests = try Self.putTrainingSample(blocks.dropLast(), into: store) + [store.put(blocks.last!)]
         try store.close()
 
         let user = try Self.packEntry(dir, digests.last!)
@@ -127,7 +138,7 @@ import TestThreads
         let dir = TemporaryDirectory()
         let store = try Store(at: dir.store, configuration: Self.configuration())
         let blocks = Self.blocks(Self.trainingBlocks + 1)
-        for block in blocks.dropLast() { try store.put(block) }
+        try Self.putTrainingSample(blocks.dropLast(), into: store)
         #expect(store.local.smallBlobs.current != nil)
         var random = SeededRandom(seed: 5)
         let letters = Data((0 ..< Self.blockSize).map { _ in UInt8(ascii: "a") + UInt8(random.next() % 16) })
@@ -147,7 +158,7 @@ import TestThreads
         let dir = TemporaryDirectory()
         let store = try Store(at: dir.store, configuration: Self.configuration())
         var random = SeededRandom(seed: 6)
-        for _ in 0 ..< Self.trainingBlocks + 10 { try store.put(random.bytes(Self.blockSize)) }
+        try Self.putTrainingSample((0 ..< Self.trainingBlocks + 10).map { _ in Data(random.bytes(Self.blockSize)) }, into: store)
         #expect(store.local.smallBlobs.isSampling)
         try store.close()
         #expect(try !ChunkDictionaryTests.packEntries(dir.store).contains { $0.header.isDictionary || $0.header.usesDictionary })
@@ -161,7 +172,8 @@ import TestThreads
         let all = Self.blocks(Self.trainingBlocks + 40)
         let (first, second) = (Array(all.prefix(Self.trainingBlocks + 20)), Array(all.suffix(20)))
         var store = try Store(at: dir.store, configuration: Self.configuration())
-        let firstDigests = try first.map { try store.put($0) }
+        let firstDigests = try Self.putTrainingSample(first.prefix(Self.trainingBlocks), into: store)
+            + first.dropFirst(Self.trainingBlocks).map { try store.put($0) }
         let trained = try #require(store.local.smallBlobs.current)
         try store.close()
         #expect(FileManager.default.fileExists(atPath: dir.store.appendingPathComponent("small-blobs.dict").path))
@@ -188,7 +200,8 @@ import TestThreads
         configuration.packSizeTarget = 64 << 10
         let blocks = Self.blocks(Self.trainingBlocks + 600)
         let store = try Store(at: dir.store, configuration: configuration)
-        let digests = try blocks.map { try store.put($0) }
+        let digests = try Self.putTrainingSample(blocks.prefix(Self.trainingBlocks), into: store)
+            + blocks.dropFirst(Self.trainingBlocks).map { try store.put($0) }
         var random = SeededRandom(seed: 9)
         for _ in 0 ..< 2 * digests.count {
             let index = Int(random.next() % UInt64(digests.count))
@@ -208,7 +221,7 @@ import TestThreads
         let dir = TemporaryDirectory()
         let first = Self.blocks(Self.trainingBlocks + 5)
         var store = try Store(at: dir.store, configuration: Self.configuration())
-        let firstDigests = try first.map { try store.put($0) }
+        let firstDigests = try Self.putTrainingSample(first, into: store)
         let trained = try #require(store.local.smallBlobs.current)
         try store.close()
         let saved = dir.store.appendingPathComponent("small-blobs.dict")
@@ -217,7 +230,7 @@ import TestThreads
         store = try Store(at: dir.store, configuration: Self.configuration())
         #expect(store.local.smallBlobs.isSampling)
         for (digest, block) in zip(firstDigests, first) { #expect(try store.get(digest) == block) }
-        for block in Self.blocks(Self.trainingBlocks, from: 3) { try store.put(block) }
+        try Self.putTrainingSample(Self.blocks(Self.trainingBlocks, from: 3), into: store)
         let retrained = try #require(store.local.smallBlobs.current)
         #expect(retrained.digest != trained.digest)
         try store.close()
@@ -232,7 +245,7 @@ import TestThreads
         let dir = TemporaryDirectory()
         let blocks = Self.blocks(Self.trainingBlocks + 1)
         let store = try Store(at: dir.store, configuration: Self.configuration())
-        let digests = try blocks.map { try store.put($0) }
+        let digests = try Self.putTrainingSample(blocks.dropLast(), into: store) + [store.put(blocks.last!)]
         try store.close()
         let dictionary = try #require(try ChunkDictionaryTests.packEntries(dir.store).first { $0.header.isDictionary })
         try flipBit(in: URL(fileURLWithPath: dictionary.path), at: Int(dictionary.offset) + PackFormat.entryHeaderSize + 100, bit: 2)
@@ -254,7 +267,8 @@ import TestThreads
         let clock = TestClock()
         let blocks = Self.blocks(Self.trainingBlocks + 40)
         var store = try Store(at: dir.store, configuration: Self.configuration(clock: clock))
-        let digests = try blocks.map { try store.put($0) }
+        let digests = try Self.putTrainingSample(blocks.prefix(Self.trainingBlocks), into: store)
+            + blocks.dropFirst(Self.trainingBlocks).map { try store.put($0) }
         let kept = Array(digests.suffix(20))
         try store.write { transaction in
             for (index, digest) in kept.enumerated() { try transaction.setRecord(Record(references: [digest]), forKey: "k\(index)") }
@@ -277,5 +291,82 @@ import TestThreads
         let after = try ChunkDictionaryTests.packEntries(dir.store)
         #expect(try ChunkDictionaryTests.expectOneDictionaryPerPackUsedByItsEntries(dir.store) == 20)
         #expect(Set(after.filter(\.header.usesDictionary).map { $0.payload.dropFirst(PackFormat.dictionaryReferenceSize) }).isSubset(of: framesBefore))
+    }
+
+    /// The put that completes the sample returns before the dictionary is trained: the training,
+    /// held here on its background thread, has not installed one when the put returns, and puts
+    /// meanwhile go without; once the background work drains, the dictionary is installed, used by
+    /// later puts, and saved for the next open.
+    @Test func thePutThatCompletesTheSampleDoesNotTrain() throws {
+        let dir = TemporaryDirectory()
+        let gate = DispatchSemaphore(value: 0)
+        let trainer = Mutex<(thread: pthread_t?, started: Int)>((nil, 0))
+        var seams = Store.Seams()
+        seams.beforeTrainingSmallBlobDictionary = {
+            trainer.withLock { $0 = (pthread_self(), $0.started + 1) }
+            // Bounded: a put that trained inline would wait here, and then be seen to have trained.
+            _ = gate.wait(timeout: .now() + 30)
+        }
+        let store = try Store(at: dir.store, configuration: Self.configuration(), seams: seams)
+        let blocks = Self.blocks(Self.trainingBlocks + 20)
+        var digests = try blocks.prefix(Self.trainingBlocks).map { try store.put($0) }
+        #expect(store.local.smallBlobs.current == nil && !store.local.smallBlobs.isSampling)
+        #expect(waitUntil(timeout: 60) { trainer.withLock { $0.started == 1 } })
+        let trainerThread = try #require(trainer.withLock { $0.thread })
+        #expect(pthread_equal(trainerThread, pthread_self()) == 0, "the training ran on the putting thread")
+        // Puts while it trains: stored without the dictionary, and they start no second training.
+        digests += try blocks.dropFirst(Self.trainingBlocks).prefix(10).map { try store.put($0) }
+        #expect(store.local.smallBlobs.current == nil)
+
+        gate.signal()
+        store.local.background.waitUntilIdle()
+        let trained = try #require(store.local.smallBlobs.current)
+        digests += try blocks.suffix(10).map { try store.put($0) }
+        for (digest, block) in zip(digests, blocks) { #expect(try store.get(digest) == block) }
+        try store.close()
+        #expect(trainer.withLock { $0.started } == 1)
+
+        let users = Set(try ChunkDictionaryTests.packEntries(dir.store).filter(\.header.usesDictionary).map(\.header.digest))
+        #expect(digests.prefix(Self.trainingBlocks + 10).allSatisfy { !users.contains($0) })
+        #expect(digests.suffix(10).allSatisfy { users.contains($0) })
+        let file = try FileSystem(io: SystemFileIO()).open(dir.store.appendingPathComponent("small-blobs.dict").path, flags: O_RDONLY)
+        #expect(try ChunkDictionary.readVerified(from: file, at: 0, limits: Store.Limits()).header.digest == trained.digest)
+    }
+
+    /// A close while the dictionary trains waits for the training, which installs and saves it whole
+    /// before the store is released: the next open adopts it, and nothing is left half-written.
+    @Test func aCloseWhileTrainingWaitsAndTheNextOpenAdoptsTheDictionary() throws {
+        let dir = TemporaryDirectory()
+        let gate = DispatchSemaphore(value: 0)
+        let started = DispatchSemaphore(value: 0)
+        var seams = Store.Seams()
+        seams.beforeTrainingSmallBlobDictionary = {
+            started.signal()
+            _ = gate.wait(timeout: .now() + 30)
+        }
+        let store = try Store(at: dir.store, configuration: Self.configuration(), seams: seams)
+        let digests = try Self.blocks(Self.trainingBlocks).map { try store.put($0) }
+        #expect(started.wait(timeout: .now() + 60) == .success)
+        let closed = Mutex(false)
+        let closing = DispatchGroup()
+        closing.enter()
+        Thread {
+            defer { closing.leave() }
+            do { try store.close() } catch { Issue.record("close: \(error)") }
+            closed.withLock { $0 = true }
+        }.start()
+        // The close cannot finish while the training is held (this is no timing: it would be wrong at any wait).
+        Thread.sleep(forTimeInterval: 0.05)
+        #expect(!closed.withLock { $0 })
+        gate.signal()
+        closing.wait()
+        let trained = try #require(store.local.smallBlobs.current)
+        let directory = try FileManager.default.contentsOfDirectory(atPath: dir.store.path)
+        #expect(directory.contains("small-blobs.dict") && !directory.contains("small-blobs.dict.tmp"), "\(directory)")
+
+        let reopened = try Store(at: dir.store, configuration: Self.configuration())
+        #expect(reopened.local.smallBlobs.current?.digest == trained.digest)
+        for (digest, block) in zip(digests, Self.blocks(Self.trainingBlocks)) { #expect(try reopened.get(digest) == block) }
+        try reopened.close()
     }
 }

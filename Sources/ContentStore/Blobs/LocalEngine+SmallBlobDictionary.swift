@@ -48,18 +48,29 @@ extension LocalEngine {
         !manifest && count <= smallBlobMaximumSize
     }
 
-    /// Keeps `bytes` (a small blob just stored compressed without a dictionary) as a sample, and
-    /// trains the dictionary when the sample is complete; a dictionary that pays is saved for the
-    /// store's next opens (``Layout/smallBlobDictionary``).
+    /// Keeps `bytes` (a small blob just stored compressed without a dictionary) as a sample; the
+    /// put that completes the sample hands the training to the store's background work and returns
+    /// (about 20 ms of CPU that a put must not wait for: Docs/benchmarks/analysis.md §42). Puts
+    /// meanwhile compress without a dictionary, as while sampling.
     func sampleSmallBlob(_ bytes: UnsafeRawBufferPointer, time: UInt32) {
         guard let samples = smallBlobs.offer(bytes, trainingBytes: Self.smallBlobTrainingBytes) else { return }
+        // Refused only once the store is closing: the samples go with it, as a crash's would.
+        background.run("small-blob dictionary") { [self] in installSmallBlobDictionary(trainedOn: samples, time: time) }
+    }
+
+    /// Trains on `samples`, installs the result for later puts, and saves a dictionary that pays for
+    /// the store's next opens (``Layout/smallBlobDictionary``). Runs as background work, which
+    /// ``close()`` waits for before it releases the store: the file is written by an open store, and
+    /// atomically (a crash leaves the old file or none, and the next open trains again).
+    func installSmallBlobDictionary(trainedOn samples: [[UInt8]], time: UInt32) {
+        seams.beforeTrainingSmallBlobDictionary?()
         let dictionary = trainSmallBlobDictionary(samples, time: time)
         smallBlobs.decide(dictionary)
         guard let dictionary else { return }
         do {
             try fileSystem.writeAtomically(dictionary.entry, to: layout.smallBlobDictionary, directory: layout.root)
         } catch {
-            // The put and the dictionary's use stand (packs carry their own copy); the next open trains again.
+            // The dictionary's use stands (packs carry their own copy); the next open trains again.
             logger.warning("could not save the small-blob dictionary", metadata: ["path": "\(layout.smallBlobDictionary)", "error": "\(error)"])
         }
     }

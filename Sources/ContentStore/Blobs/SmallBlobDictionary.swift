@@ -5,9 +5,10 @@ import Synchronization
 /// Owns: when that dictionary is trained and from what. An open store copies the first small blobs
 /// it stores compressed (whole blobs up to ``LocalEngine/smallBlobMaximumSize``, not chunks or
 /// manifest nodes) until they come to ``LocalEngine/smallBlobTrainingBytes``; the put that
-/// completes the sample trains and decides (``LocalEngine/trainSmallBlobDictionary(_:time:)``),
-/// and the decision — a dictionary, or none when it does not pay — holds until the store closes.
-/// Training is single-flight: puts meanwhile compress without one, as they did while sampling.
+/// completes the sample hands them to the store's background work, which trains and decides
+/// (``LocalEngine/installSmallBlobDictionary(trainedOn:time:)``), and the decision — a dictionary,
+/// or none when it does not pay — holds until the store closes. Training is single-flight and off
+/// the put path: puts meanwhile compress without one, as they did while sampling.
 ///
 /// Nothing here is durable. The dictionary reaches the disk as an entry of each pack that holds a
 /// blob compressed with it, written before that blob's entry in the same pack write
@@ -19,7 +20,7 @@ final class SmallBlobDictionary: Sendable {
     private enum State {
         /// Copies of the blobs seen so far, and their bytes.
         case sampling([[UInt8]], bytes: Int)
-        /// A put is training on the samples.
+        /// The background work is training on the samples.
         case training
         /// The dictionary (nil: none pays for this store's small blobs).
         case decided(ChunkDictionary?)

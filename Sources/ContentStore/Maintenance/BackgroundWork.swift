@@ -1,8 +1,8 @@
 import Dispatch
 import Synchronization
 
-/// Maintenance that runs beside the caller — automatic checkpoints and periodic collection — which
-/// ``Store/close()`` stops and waits for.
+/// Work that runs beside the caller — automatic checkpoints, periodic collection, the small-blob
+/// dictionary's training — which ``Store/close()`` stops and waits for.
 final class BackgroundWork: Sendable {
     private struct State {
         var running = 0
@@ -61,11 +61,19 @@ final class BackgroundWork: Sendable {
 
     /// Accepts no more work, cancels the timers, and waits for what is running.
     func stopAndWait() {
-        let waiter: DispatchSemaphore? = state.withLock { state in
+        state.withLock { state in
             state.stopped = true
             // A tick already running may still call `run`, which refuses now that `stopped` is set.
             for timer in state.timers { timer.cancel() }
             state.timers.removeAll()
+        }
+        waitUntilIdle()
+    }
+
+    /// Waits until no task is running (tasks started meanwhile included). Blocks its thread: call
+    /// it from a thread of the caller's own, never from the cooperative pool.
+    func waitUntilIdle() {
+        let waiter: DispatchSemaphore? = state.withLock { state in
             guard state.running > 0 else { return nil }
             let semaphore = DispatchSemaphore(value: 0)
             state.idleWaiters.append(semaphore)
