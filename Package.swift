@@ -102,7 +102,7 @@ let package = Package(
             dependencies: ["ContentStore", "CZstd", "TestThreads", .product(name: "MetricsTestKit", package: "swift-metrics")]
         ),
         .testTarget(name: "WarehouseTests", dependencies: ["Warehouse", "TestThreads"]),
-        .testTarget(name: "DataArchiveTests", dependencies: ["DataArchive"]),
+        .testTarget(name: "DataArchiveTests", dependencies: ["DataArchive", "TestThreads"]),
         // The second-process workload of the cluster tests (Tests/ContentStoreClusterTests); not a product.
         .executableTarget(name: "ClusterWorkload", dependencies: ["ContentStoreCluster", "ContentStore"], path: "Tests/ClusterWorkload"),
         .testTarget(

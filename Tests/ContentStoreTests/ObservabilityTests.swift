@@ -3,9 +3,10 @@ import Logging
 import MetricsTestKit
 import Synchronization
 import Testing
+import TestThreads
 @testable import ContentStore
 
-@Suite struct MetricsTests {
+@Suite(.blocking) struct MetricsTests {
     private func open(_ dir: TemporaryDirectory, _ metrics: TestMetrics, durability: Store.Durability = .none) throws -> Store {
         var configuration = Store.Configuration.testing(durability: durability)
         configuration.metricsFactory = metrics
@@ -85,7 +86,7 @@ import Testing
     }
 }
 
-@Suite struct LoggingTests {
+@Suite(.blocking) struct LoggingTests {
     /// Puts, commits, collection, checkpoint, verification and a damaged read: routine messages at
     /// info or below, damage at error, and no message or metadata holds a record value or blob bytes.
     @Test func logsNameCausesButNeverValuesOrContent() throws {

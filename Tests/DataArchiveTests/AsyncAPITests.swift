@@ -3,6 +3,7 @@ import ContentStore
 import Foundation
 import Synchronization
 import Testing
+import TestThreads
 
 @Suite struct AsyncAPITests {
     let directory = TemporaryDirectory()
@@ -146,7 +147,7 @@ import Testing
         #expect(try await archive.data(forKey: "k") == bytes("v"))
     }
 
-    @Test func initOpensTheStoreUnderRoot() throws {
+    @Test(.blocking) func initOpensTheStoreUnderRoot() throws {
         let root = directory.url.appendingPathComponent("nested/root")
         let archive = DataArchive(rootUrl: root)
         #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent("data_archive/FORMAT").path))

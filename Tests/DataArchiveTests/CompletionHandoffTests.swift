@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+import TestThreads
 
 #if canImport(Glibc)
 import Glibc
@@ -43,7 +44,11 @@ private final class CallingThreads: Sendable {
 }
 
 /// The hand-off thread behind prompt callback reads, alone and under a DataArchive.
-@Suite struct CompletionHandoffTests {
+///
+/// `.blocking`: every test is a caller that blocks its thread (a bounded spin in `waitBriefly`,
+/// `concurrentPerform` loops of calls, semaphores), which on the cooperative pool held a thread the
+/// pool tests and the async tests needed.
+@Suite(.blocking) struct CompletionHandoffTests {
     let directory = TemporaryDirectory()
     let executor = LaneExecutor<Lane, ClosureJob>(label: "CompletionHandoffTests", width: 2)
 

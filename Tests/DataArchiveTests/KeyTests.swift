@@ -3,6 +3,7 @@ import ContentStore
 import Foundation
 import Synchronization
 import Testing
+import TestThreads
 
 /// Keys are arbitrary non-empty strings with no filesystem meaning.
 @Suite struct KeyTests {
@@ -121,7 +122,7 @@ extension KeyTests {
     }
 
     /// `keys` waits only for what was called before it, even while other threads keep writing.
-    @Test func keysDoesNotStarveUnderConcurrentWrites() async {
+    @Test(.blocking) func keysDoesNotStarveUnderConcurrentWrites() async {
         let archive = DataArchive(rootUrl: directory.url)
         let stop = Atomic<Bool>(false)
         let writers = Countdown(4)

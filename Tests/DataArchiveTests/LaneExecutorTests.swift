@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+import TestThreads
 
 #if canImport(Glibc)
 import Glibc
@@ -11,7 +12,7 @@ import Darwin
 #endif
 
 /// The executor behind per-key ordering, tested on its own.
-@Suite struct LaneExecutorTests {
+@Suite(.blocking) struct LaneExecutorTests {
     @Test func jobsOfOneLaneRunInSubmissionOrderNeverOverlapping() async {
         let executor = LaneExecutor<Int, ClosureJob>(label: "test", width: 4)
         let lanes = 50, jobsPerLane = 200

@@ -4,6 +4,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+import TestThreads
 
 #if canImport(Glibc)
 import Glibc
@@ -17,7 +18,7 @@ import Darwin
 
     /// 8 threads each drive 1,000 keys with fire-and-forget writes followed by reads; every read sees
     /// exactly the writes called before it, and every key's completions arrive in call order.
-    @Test func orderUnderEightThreadsTimesAThousandKeys() async throws {
+    @Test(.blocking) func orderUnderEightThreadsTimesAThousandKeys() async throws {
         let store = try makeStore(directory, durability: .none)
         defer { try? store.close() }
         let archive = DataArchive(store: store)
@@ -179,7 +180,7 @@ import Darwin
     }
 
     /// `keys` and `numberOfArchives` see every operation called before them.
-    @Test func synchronousQueriesSeeEarlierCalls() {
+    @Test(.blocking) func synchronousQueriesSeeEarlierCalls() {
         let archive = DataArchive(rootUrl: directory.url)
         for index in 1 ... 5 {
             archive.archiveCurrent(key: "doc", andSetNewData: bytes("v\(index)"))
@@ -196,7 +197,7 @@ import Darwin
     }
 
     /// Blocking queries from a completion handler or a converter neither deadlock nor fail.
-    @Test func synchronousQueriesFromCallbacksDoNotDeadlock() async {
+    @Test(.blocking) func synchronousQueriesFromCallbacksDoNotDeadlock() async {
         let archive = DataArchive(rootUrl: directory.url)
         let done = Countdown(1)
         archive.set(key: "a", data: bytes("1")) { _ in

@@ -1,8 +1,9 @@
 import Foundation
 import StateLens
 import Testing
+import TestThreads
 
-@Suite struct LensStoreTests {
+@Suite(.blocking) struct LensStoreTests {
     @Test func readsTheDefaultWhileNothingIsStored() throws {
         let fixture = try Fixture()
         let state = try LensStore(store: fixture.store, name: "account", default: Account())

@@ -1,10 +1,11 @@
 import Foundation
 import Synchronization
 import Testing
+import TestThreads
 @testable import Warehouse
 
 /// Observers and the `events` stream.
-@Suite struct ObserverTests {
+@Suite(.blocking) struct ObserverTests {
     @Test func observerHearsEverySuccessfulChange() throws {
         let fixture = try Fixture()
         let observer = RecordingObserver()
