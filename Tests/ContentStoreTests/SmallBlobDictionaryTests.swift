@@ -369,4 +369,32 @@ import TestThreads
         for (digest, block) in zip(digests, Self.blocks(Self.trainingBlocks)) { #expect(try reopened.get(digest) == block) }
         try reopened.close()
     }
+
+    /// Two stores completing their samples at once, from threads of their own, each train on their
+    /// own background work: each installs and saves its own dictionary (trained on its own blobs),
+    /// and neither's close waits for, or writes into, the other.
+    @Test func twoStoresTrainTheirOwnDictionaries() throws {
+        let directories = [TemporaryDirectory(), TemporaryDirectory()]
+        let stores = try directories.map { try Store(at: $0.store, configuration: Self.configuration()) }
+        let failures = Mutex<[String]>([])
+        let group = DispatchGroup()
+        for (index, store) in stores.enumerated() {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                do { try Self.putTrainingSample(Self.blocks(Self.trainingBlocks, from: UInt64(100 * index)), into: store) } catch {
+                    failures.withLock { $0.append("store \(index): \(error)") }
+                }
+            }.start()
+        }
+        group.wait()
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+        let trained = try stores.map { try #require($0.local.smallBlobs.current) }
+        #expect(trained[0].digest != trained[1].digest)
+        for store in stores { try store.close() }
+        for (directory, dictionary) in zip(directories, trained) {
+            let file = try FileSystem(io: SystemFileIO()).open(directory.store.appendingPathComponent("small-blobs.dict").path, flags: O_RDONLY)
+            #expect(try ChunkDictionary.readVerified(from: file, at: 0, limits: Store.Limits()).header.digest == dictionary.digest)
+        }
+    }
 }
