@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import Testing
+import TestThreads
 @testable import ContentStore
 
 /// Streaming put and export keep memory bounded whatever the file's size. Each run goes through
@@ -10,7 +11,11 @@ import Testing
 /// while it runs: the test process's own peak mixes every test running beside it, and `wait4`'s
 /// `ru_maxrss` of a spawned child includes the parent's peak (Linux folds the address space the
 /// child was spawned with into it at exec).
-@Suite struct LargeBlobStreamingTests {
+///
+/// `.blocking`: a round trip writes and hashes the file and polls its child every 2 ms for as long
+/// as the command runs (a minute under load), all of it blocking the thread it runs on; on the
+/// cooperative pool that held one of its two threads for the whole minute.
+@Suite(.blocking) struct LargeBlobStreamingTests {
     static let executable: URL? = {
         var directories = [URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()]
         for bundle in [Bundle.main] + Bundle.allBundles {
