@@ -155,6 +155,8 @@ import TestThreads
         var fixture = try PackFixture(store: store)
         let (deadPacks, rewrittenPacks) = try fixture.release(allOfPacks: 2, mostOfPacks: 3)
         let packsDirectory = dir.store.appendingPathComponent("packs")
+        // The files are measured: the active pack's deferred bytes (small puts') are written first.
+        try store.packs.writeDeferred()
         let diskBefore = try StoreFiles(packsDirectory).totalBytes
 
         let report = try store.collectGarbage(GarbageCollectionOptions(gracePeriod: .zero))
@@ -166,6 +168,7 @@ import TestThreads
         for pack in deadPacks + rewrittenPacks {
             #expect(!FileManager.default.fileExists(atPath: store.packs.path(of: pack)), "pack \(pack) deleted")
         }
+        try store.packs.writeDeferred()
         let diskAfter = try StoreFiles(packsDirectory).totalBytes
         // What was deleted, less what was copied into the new active pack (and its header), left the disk.
         #expect(diskBefore - diskAfter == report.bytesReclaimed - UInt64(PackFormat.headerSize))

@@ -78,7 +78,7 @@ import TestThreads
         let dir = TemporaryDirectory()
         let (_, digests, entry, pack) = try Self.threeBlobs(.compressed, in: dir)
         let store = try Store(at: dir.store, configuration: Self.configuration(verifiesReads: true))
-        let file = try #require(store.packs.file(entry.location.pack))
+        let file = try #require(try store.packs.file(entry.location.pack))
         let error = try #require(throws: StoreError.self) {
             try PackReader.readRawEntry(from: file, at: entry.location.offset, expected: LocalEngine.expected(digests[1], entry),
                                         verify: true, limits: Store.Limits())

@@ -50,6 +50,8 @@ struct Options: Sendable {
     var threads = 3
     var durability: Store.Durability = .full
     var transactionLimit: Int?
+    /// After the transactions, report `H` and wait to be killed instead of closing the store.
+    var hold = false
 
     static func parse(_ all: [String]) -> Options? {
         var arguments = all
@@ -61,11 +63,13 @@ struct Options: Sendable {
         let threads = option("--threads").flatMap { Int($0) }
         let durability = option("--durability")
         let limit = option("--transactions").flatMap { Int($0) }
+        let hold = arguments.firstIndex(of: "--hold").map { arguments.remove(at: $0) } != nil
         guard arguments.count == 3, let seed = UInt64(arguments[1]), let run = Int(arguments[2]) else { return nil }
         var options = Options(directory: arguments[0], seed: seed, run: run)
         options.threads = threads ?? 3
         options.durability = durability == "none" ? .none : .full
         options.transactionLimit = limit
+        options.hold = hold
         return options
     }
 }

@@ -14,8 +14,10 @@
 // read), so the commit order, and hence which prefix of commits a recovered store holds, can be
 // told from the store alone.
 //
-// Usage: CrashWorkload <store directory> <seed> <run> [--threads N] [--durability full|none] [--transactions N]
-// With --transactions, each thread stops after that many transactions and the process exits 0.
+// Usage: CrashWorkload <store directory> <seed> <run> [--threads N] [--durability full|none] [--transactions N [--hold]]
+// With --transactions, each thread stops after that many transactions and the process exits 0;
+// with --hold as well, it then puts a small blob, commits a record "held" referencing it, reports
+// `H <digest>`, and waits, the store open, to be killed.
 
 #if canImport(Glibc)
 import Glibc
@@ -25,7 +27,7 @@ import Foundation
 import Synchronization
 
 guard let options = Options.parse(Array(CommandLine.arguments.dropFirst())) else {
-    FileHandle.standardError.write(Data("usage: CrashWorkload <store> <seed> <run> [--threads N] [--durability full|none] [--transactions N]\n".utf8))
+    FileHandle.standardError.write(Data("usage: CrashWorkload <store> <seed> <run> [--threads N] [--durability full|none] [--transactions N [--hold]]\n".utf8))
     exit(64)
 }
 
@@ -59,6 +61,17 @@ for thread in 0 ..< options.threads {
     DispatchQueue.global().async(group: group) { [opened, options] in work(thread: thread, store: opened, options: options) }
 }
 group.wait()
+if options.hold {
+    // Its pack bytes are deferred (a small put), the commit that references them acknowledged.
+    do {
+        let digest = try opened.put(Data("held \(options.run)".utf8) + Data(repeating: UInt8(ascii: "h"), count: 3000))
+        try opened.write { try $0.setRecord(Record(value: Data("held".utf8), references: [digest]), forKey: "held") }
+        report("H \(digest.hex)")
+    } catch {
+        fail("held commit: \(error)")
+    }
+    while true { sleep(60) }
+}
 do {
     try opened.close()
 } catch {

@@ -43,7 +43,7 @@ extension LocalEngine {
         // A collection may move the blob between the lookup and the read; the second lookup sees where.
         for attempt in 0 ..< 2 {
             guard let entry = core.withLock({ $0.state.blobs[digest] }) else { break }
-            guard let file = packs.file(entry.location.pack) else {
+            guard let file = try packs.file(entry.location.pack) else {
                 if attempt == 0 { continue }
                 let path = packs.path(of: entry.location.pack)
                 throw StoreError.corrupted("blob \(digest) is indexed in a pack that is missing", path: path, offset: entry.location.offset)

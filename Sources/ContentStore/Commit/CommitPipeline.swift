@@ -375,7 +375,13 @@ final class CommitPipeline: Sendable {
         try log.checkHealthy()
         let plan: PackCommitPlan
         do {
-            plan = synchronously ? try packs.prepareCommit(loggingUpTo: packBytesLimit) : PackCommitPlan()
+            if synchronously {
+                plan = try packs.prepareCommit(loggingUpTo: packBytesLimit)
+            } else {
+                // Written, not synced: what the records refer to must be in the files a killed process leaves.
+                try packs.writeDeferred()
+                plan = PackCommitPlan()
+            }
         } catch {
             throw log.fail(error)
         }

@@ -188,7 +188,7 @@ extension LocalEngine {
             try checkOpen()
             try CancellationToken.checkCancellation()
             // Entries still on their way into the index would look dead; judge the pack next time.
-            guard pack != active, !packs.hasUnsettledAppends(pack), let size = packs.size(of: pack), let file = packs.file(pack) else {
+            guard pack != active, !packs.hasUnsettledAppends(pack), let size = packs.size(of: pack), let file = try packs.file(pack) else {
                 continue
             }
             let indexed = core.withLock { $0.state.blobs.liveBytesByPack[pack] ?? 0 }

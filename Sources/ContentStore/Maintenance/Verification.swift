@@ -163,8 +163,9 @@ extension LocalEngine {
     /// a pack file and writing its header legitimately leaves an empty one.
     private func verifyPacks(holding blobs: BlobIndex, _ problems: inout [VerificationReport.Problem]) {
         for pack in packs.packIDs where blobs.liveBytesByPack[pack] != nil {
-            guard let file = packs.file(pack) else { continue }
             do {
+                // Its deferred bytes are written first (PackStore's invariant); that write failing is a problem too.
+                guard let file = try packs.file(pack) else { continue }
                 let header = try file.readExactly(PackFormat.headerSize, at: 0)
                 let intact = header.withUnsafeBytes { raw in
                     raw[0 ..< 8].elementsEqual(PackFormat.headerMagic)
@@ -175,9 +176,9 @@ extension LocalEngine {
                     problems.append(.init(kind: "packHeader", message: "pack header is damaged in \(file.path)", path: file.path, offset: 0))
                 }
             } catch let error as StoreError {
-                problems.append(.init(kind: "packHeader", message: error.message, path: file.path, offset: 0))
+                problems.append(.init(kind: "packHeader", message: error.message, path: packs.path(of: pack), offset: 0))
             } catch {
-                problems.append(.init(kind: "packHeader", message: "\(error)", path: file.path, offset: 0))
+                problems.append(.init(kind: "packHeader", message: "\(error)", path: packs.path(of: pack), offset: 0))
             }
         }
     }
@@ -198,9 +199,9 @@ extension LocalEngine {
             }
             let location = entry.location
             let path = packs.path(of: location.pack)
-            let present = packState[location.pack] ?? {
+            let present = try packState[location.pack] ?? {
                 // An open descriptor keeps a deleted file readable: ask the directory too.
-                let present = packs.file(location.pack) != nil && fileSystem.kind(of: path) != .missing
+                let present = try packs.file(location.pack) != nil && fileSystem.kind(of: path) != .missing
                 if !present {
                     problems.append(.init(kind: "missingPack", message: "pack \(PackFormat.fileName(location.pack)) is missing (blob \(digest) and others)",
                                           path: path, digest: digest))
@@ -208,7 +209,7 @@ extension LocalEngine {
                 packState[location.pack] = present
                 return present
             }()
-            guard present, let file = packs.file(location.pack) else { continue }
+            guard present, let file = try packs.file(location.pack) else { continue }
             do {
                 if readData && entry.isManifest {
                     try verifyManifestData(digest, blobs)

@@ -17,7 +17,9 @@ import Glibc
 /// missing for want of that.
 ///
 /// The ranges a pack's commits carried continue it where its synced or carried bytes end, so in log
-/// order each starts at or before the pack's end. One that starts past it is not one the store wrote
+/// order each starts at or before the pack's end: also when the file is shorter than they say (a small
+/// put's bytes wait in memory until written, ``PackStore/State/deferred``, so a process killed after
+/// its commit leaves them only in the WAL) or empty (a new pack whose header never reached the disk). One that starts past it is not one the store wrote
 /// (a forged or misdirected record): it is `corrupted`, and nothing is written far beyond the end.
 struct PackRepair {
     let directory: String

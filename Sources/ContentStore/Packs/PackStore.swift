@@ -15,6 +15,17 @@ import Synchronization
 /// Owns, besides: a pack's kept tail (``State/tails``) is exactly its bytes from where its unlogged
 /// bytes start to its end, so a commit carries them from memory; any append or sync that would
 /// leave it otherwise drops it, and the commit then reads the bytes back from the file.
+///
+/// And the deferred write (``State/deferred``): a small append whose bytes the kept tail holds is not
+/// written to the file at once; the active pack's last bytes, at most ``tailLimit``, wait in memory
+/// and reach the file in one `pwrite` for many puts. Deferred bytes are always the end of the active
+/// pack and always either in the kept tail or already logged (carried by a batch), so a commit never
+/// needs them from the file. They are written before anything reads or syncs the file: a reader's
+/// ``file(_:)``, a sync (``synchronize()``, a commit that syncs instead of carrying, sealing), a batch
+/// that is not synced (``writeDeferred()``), and before an append that they could not precede in
+/// memory. A write that fails keeps them and throws: they are never dropped unwritten except with
+/// their pack (``remove(_:)``) or the store (``close()``), and the WAL still carries every one a
+/// commit relied on until a sync that follows their write lets a checkpoint drop it.
 final class PackStore: Sendable {
     let directory: String
     private let sizeTarget: UInt64
@@ -58,6 +69,8 @@ final class PackStore: Sendable {
         /// appended since and come to at most ``tailLimit``. A commit carries them without a `pread`
         /// of what was just written (a small put's commit otherwise pays that system call).
         var tails: [UInt32: [UInt8]] = [:]
+        /// The active pack's bytes from `offset` to its end, appended but not yet written to its file.
+        var deferred: Deferred?
 
         /// Marks `pack`'s appends synced: nothing of it is left to carry.
         mutating func synced(_ pack: UInt32) {
@@ -65,6 +78,14 @@ final class PackStore: Sendable {
             unlogged[pack] = nil
             tails[pack] = nil
         }
+    }
+
+    /// Bytes of the active pack not yet in its file (``State/deferred``).
+    struct Deferred {
+        var pack: UInt32
+        var file: File
+        var offset: UInt64
+        var bytes: [UInt8]
     }
 
     /// The most bytes a pack's kept tail holds (``State/tails``): more than a few small puts' worth
@@ -100,7 +121,28 @@ final class PackStore: Sendable {
     var activePackID: UInt32? { state.withLock { $0.active?.id } }
 
     func size(of pack: UInt32) -> UInt64? { state.withLock { $0.sizes[pack] } }
-    func file(_ pack: UInt32) -> File? { state.withLock { $0.files[pack] } }
+    /// The file of `pack` for reading: its deferred bytes are written first, so every byte below its
+    /// size can be read from the file (a write that fails is thrown, and the bytes stay deferred).
+    func file(_ pack: UInt32) throws -> File? {
+        try state.withLock { state in
+            if state.deferred?.pack == pack { try Self.writeDeferred(&state) }
+            return state.files[pack]
+        }
+    }
+
+    /// Writes the deferred bytes to their file: what a batch not synced needs before it is written, so
+    /// that a process killed afterwards leaves in the file what its records refer to.
+    func writeDeferred() throws {
+        try state.withLock { try Self.writeDeferred(&$0) }
+    }
+
+    /// Writes `state.deferred` with one `pwrite` and forgets it; on failure it stays (a retry writes
+    /// the same bytes at the same offset) and the error is thrown.
+    private static func writeDeferred(_ state: inout State) throws {
+        guard let deferred = state.deferred else { return }
+        try deferred.file.write(deferred.bytes, at: deferred.offset)
+        state.deferred = nil
+    }
     func path(of pack: UInt32) -> String { directory + "/" + PackFormat.fileName(pack) }
 
     /// Appends entries in order and returns where each landed. The entries that go into one pack are
@@ -138,14 +180,27 @@ final class PackStore: Sendable {
             let group = Self.group(entries[locations.count...], fitting: active, sizeTarget: sizeTarget)
             let first = active.size
             var tail = Self.takeTail(of: active.id, appendingAt: first, &state)
-            let offsets = try Self.write(group, to: &active) { written in
-                guard tail != nil, tail!.count + written.count <= Self.tailLimit else {
-                    tail = nil
-                    return
+            // Put back however this ends: a write that fails leaves the pack, and so its tail, as they were.
+            defer { if let tail { state.tails[active.id] = tail } }
+            let offsets: [UInt64]
+            if let kept = tail?.count, try Self.canDefer(group, after: kept, to: active, &state) {
+                // Taken out of the state, so the bytes are uniquely referenced and grow in place.
+                var deferred = state.deferred.take() ?? Deferred(pack: active.id, file: active.file, offset: first, bytes: [])
+                defer { state.deferred = deferred }
+                let start = deferred.bytes.count
+                offsets = try Self.write(group, to: &active, writing: false) { deferred.bytes.append(contentsOf: $0) }
+                tail!.append(contentsOf: deferred.bytes[start...])  // in place: the tail was taken out too
+            } else {
+                // Bytes written to the file go after the deferred ones, which therefore go first.
+                try Self.writeDeferred(&state)
+                offsets = try Self.write(group, to: &active, writing: true) { written in
+                    guard tail != nil, tail!.count + written.count <= Self.tailLimit else {
+                        tail = nil
+                        return
+                    }
+                    tail!.append(contentsOf: written)
                 }
-                tail!.append(contentsOf: written)
             }
-            if let tail { state.tails[active.id] = tail }
             for (entry, offset) in zip(group, offsets) {
                 var indexEntry = entry.indexEntry
                 indexEntry.offset = offset
@@ -160,6 +215,19 @@ final class PackStore: Sendable {
                 active.writeBackStart = active.size
             }
         }
+    }
+
+    /// Whether `group` may wait in memory after the deferred bytes: small enough for the kept tail
+    /// (`kept` bytes) to hold it too, so a commit carries it without reading the file. Deferred bytes that
+    /// `group` would take over ``tailLimit`` are written first, and the group starts the next ones.
+    private static func canDefer(_ group: ArraySlice<PackEntry>, after kept: Int, to active: Active, _ state: inout State) throws -> Bool {
+        let length = group.reduce(0) { $0 + Int($1.length) + ($1.dictionaryUse.map { $0.dictionary.entry.count } ?? 0) }
+        guard kept + length <= tailLimit else { return false }
+        if let deferred = state.deferred,
+           deferred.pack != active.id || deferred.offset + UInt64(deferred.bytes.count) != active.size || deferred.bytes.count + length > tailLimit {
+            try writeDeferred(&state)
+        }
+        return true
     }
 
     /// What of `pack`'s kept tail an append at `offset` continues (empty when its unlogged bytes start
@@ -197,21 +265,22 @@ final class PackStore: Sendable {
         return entries[..<end]
     }
 
-    /// Writes `group` at the end of `active`, each dictionary an entry uses before it when the pack
-    /// lacks it, and returns the entries' offsets; `written` is given the bytes of each write, in
-    /// order. `active` learns of the dictionaries only once they are written.
-    private static func write(_ group: ArraySlice<PackEntry>, to active: inout Active,
+    /// Writes `group` at the end of `active` (to its file when `writing`, else only to `written`), each
+    /// dictionary an entry uses before it when the pack lacks it, and returns the entries' offsets;
+    /// `written` is given the bytes of each write, in order. `active` learns of the dictionaries only
+    /// once they are written.
+    private static func write(_ group: ArraySlice<PackEntry>, to active: inout Active, writing: Bool,
                               written: (UnsafeRawBufferPointer) -> Void) throws -> [UInt64] {
         let start = active.size
         if group.count == 1, let entry = group.first, entry.dictionaryUse == nil {
             if case .framed(let buffer) = entry.payload {
                 entry.header.withUnsafeBytes { buffer.copyMemory(from: $0) }
-                try active.file.write(UnsafeRawBufferPointer(buffer), at: start)
+                if writing { try active.file.write(UnsafeRawBufferPointer(buffer), at: start) }
                 written(UnsafeRawBufferPointer(buffer))
                 active.size += entry.length
                 return [start]
             }
-            if entry.length > PackStore.largeEntry {
+            if writing, entry.length > PackStore.largeEntry {
                 try active.file.write(entry.header, at: start)
                 try entry.payload.withUnsafeBytes { try active.file.write($0, at: start + UInt64(entry.header.count)) }
                 entry.header.withUnsafeBytes(written)
@@ -239,7 +308,7 @@ final class PackStore: Sendable {
             bytes.append(contentsOf: entry.encodedHeader(dictionaryOffset: dictionaryOffset))
             entry.payload.withUnsafeBytes { bytes.append(contentsOf: $0) }
         }
-        try active.file.write(bytes, at: start)
+        if writing { try active.file.write(bytes, at: start) }
         bytes.withUnsafeBytes(written)
         active.size += UInt64(bytes.count)
         active.dictionaries.merge(added) { written, _ in written }
@@ -273,12 +342,18 @@ final class PackStore: Sendable {
     func prepareCommit(loggingUpTo limit: Int) throws -> PackCommitPlan {
         let unlogged = try state.withLock { state in
             if let failure = state.failure { throw failure }
-            return state.unsynced.compactMap { pack, file -> (pack: UInt32, file: File, range: Range<UInt64>, kept: [UInt8]?)? in
+            let unlogged = state.unsynced.compactMap { pack, file -> (pack: UInt32, file: File, range: Range<UInt64>, kept: [UInt8]?)? in
                 let end = state.sizes[pack] ?? 0
                 let start = state.unlogged[pack] ?? 0  // unknown: carry or sync the whole pack
                 let kept = state.tails[pack].flatMap { $0.count == end - start ? $0 : nil }
                 return start < end ? (pack, file, start ..< end, kept) : nil
             }
+            // Bytes to be read back or synced must be in the file (kept ones are carried from memory).
+            let total = unlogged.reduce(0) { $0 + $1.range.count }
+            if let deferred = state.deferred, total > UInt64(limit) || unlogged.contains(where: { $0.pack == deferred.pack && $0.kept == nil }) {
+                try Self.writeDeferred(&state)
+            }
+            return unlogged
         }
         var result = PackCommitPlan()
         // Bytes below a pack's size are written and never change, so they are read without the lock.
@@ -294,7 +369,7 @@ final class PackStore: Sendable {
             result.files = unlogged.map(\.file)
         }
         let synced = Set(result.files.map(ObjectIdentifier.init))
-        state.withLock { state in
+        try state.withLock { state in
             for logged in result.logged where state.unlogged[logged.pack] == logged.offset {
                 state.unlogged[logged.pack] = logged.offset + UInt64(logged.bytes.count)
                 // What was appended meanwhile stays kept; the logged bytes are no longer needed.
@@ -303,6 +378,8 @@ final class PackStore: Sendable {
                 }
             }
             for (pack, file) in state.unsynced where synced.contains(ObjectIdentifier(file)) {
+                // Appended since the first look, and about to be taken as covered by the sync.
+                if state.deferred?.pack == pack { try Self.writeDeferred(&state) }
                 state.synced(pack)
             }
             result.directory = state.directoryNeedsSync
@@ -320,6 +397,7 @@ final class PackStore: Sendable {
     func synchronize() throws {
         let (files, directoryNeedsSync) = try state.withLock { state in
             if let failure = state.failure { throw failure }
+            try Self.writeDeferred(&state)
             defer { state.unsynced = [:]; state.unlogged = [:]; state.tails = [:]; state.directoryNeedsSync = false }
             return (Array(state.unsynced.values), state.directoryNeedsSync)
         }
@@ -347,6 +425,7 @@ final class PackStore: Sendable {
     func remove(_ pack: UInt32) throws {
         state.withLock { state in
             if state.active?.id == pack { state.active = nil }
+            if state.deferred?.pack == pack { state.deferred = nil }
             state.files[pack] = nil
             state.sizes[pack] = nil
             state.synced(pack)
@@ -362,6 +441,7 @@ final class PackStore: Sendable {
             state.unsynced = [:]
             state.unlogged = [:]
             state.tails = [:]
+            state.deferred = nil
         }
     }
 
@@ -391,6 +471,7 @@ final class PackStore: Sendable {
     }
 
     func seal(_ active: Active, in state: inout State) throws {
+        try Self.writeDeferred(&state)
         let trailer = PackFormat.trailer(active.index, indexOffset: active.size)
         try active.file.write(trailer, at: active.size)
         do {
