@@ -137,6 +137,38 @@ extension LargeStateTests {
     }
 }
 
+/// A large array edited at its start: the chunks after the edit are taken from the previous
+/// version with their member counts moved, so a wrong count would read the wrong elements.
+@Suite(.blocking) struct ChunkPlacementTests {
+    @Test(arguments: [1, 50, 400])
+    func editsAtTheStartOfALargeArrayStoreWhatAFreshWriteStores(count: Int) throws {
+        let fixture = try Fixture()
+        let edited = try LensStore(store: fixture.store, name: "edited", default: Catalog())
+        var expected = Catalog.large(count: 600)
+        try edited.root.set(expected)
+        let front = (0 ..< count).map { Item(id: -$0, name: "front \($0)", notes: String(repeating: "f", count: 700), flags: []) }
+        let edits: [(inout [Item]) -> Void] = [
+            { $0.insert(contentsOf: front, at: 0) },
+            { $0[$0.count - 1].name = "last" },
+            { $0.removeFirst(count) },
+            { $0[300].name = "middle" },
+        ]
+        for edit in edits {
+            edit(&expected.items)
+            try edited.root.items.update(edit)
+            #expect(edited.value == expected)
+        }
+        let fresh = try LensStore(store: fixture.store, name: "fresh", default: Catalog())
+        try fresh.root.set(expected)
+        let editedHead = try #require(try fixture.store.record(forKey: "statelens/h/edited"))
+        let freshHead = try #require(try fixture.store.record(forKey: "statelens/h/fresh"))
+        #expect(editedHead.references == freshHead.references)
+        #expect(editedHead.value.dropFirst(18) == freshHead.value.dropFirst(18))
+        try fixture.reopen()
+        #expect(try LensStore(store: fixture.store, name: "edited", default: Catalog()).value == expected)
+    }
+}
+
 /// Values of every kind JSON has, through the canonical encoder and back through `JSONDecoder`.
 @Suite(.blocking) struct CanonicalFormTests {
     enum Kind: Codable, Sendable, Equatable { case plain, tagged(String, count: Int) }
@@ -174,6 +206,33 @@ extension LargeStateTests {
         expected.flag = false
         let state = try LensStore(store: fixture.store, name: "everything", default: Everything())
         #expect(state.value == expected)
+    }
+
+    /// A key encoded twice in one container: the last value is stored, as `JSONEncoder` does.
+    struct Twice: Codable, Sendable, Equatable {
+        var value: Int
+        var note = "n"
+
+        enum CodingKeys: String, CodingKey { case value, note }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(-1, forKey: .value)
+            try container.encode(note, forKey: .note)
+            try container.encode(value, forKey: .value)
+        }
+    }
+
+    @Test func aKeyEncodedTwiceStoresTheLastValueAsJSONEncoderDoes() throws {
+        let fixture = try Fixture()
+        let state = try LensStore(store: fixture.store, name: "twice", default: Twice(value: 0))
+        try state.root.set(Twice(value: 7))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let head = try #require(try fixture.store.record(forKey: "statelens/h/twice"))
+        #expect(head.value.dropFirst(18) == (try encoder.encode(Twice(value: 7))))
+        try fixture.reopen()
+        #expect(try LensStore(store: fixture.store, name: "twice", default: Twice(value: 0)).value == Twice(value: 7))
     }
 
     @Test func nonFiniteNumbersAreRefusedAndNothingIsCommitted() throws {

@@ -244,7 +244,10 @@ final class LensCore<Root: Codable & Sendable & Equatable>: Sendable {
             for sequence in (old.sequence + 1) ... version.sequence {
                 guard let next = publication.produced.removeValue(forKey: sequence) else { continue }
                 current.withLock { $0 = next }
-                for observer in publication.observers.values { observer.deliver(old.root, next.root, sequence) }
+                // Most states have no observer: the loop's generic metadata is then not looked up.
+                if !publication.observers.isEmpty {
+                    for observer in publication.observers.values { observer.deliver(old.root, next.root, sequence) }
+                }
                 if next !== version { replaced.append(next) }
                 old = next
             }

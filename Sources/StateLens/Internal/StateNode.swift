@@ -159,7 +159,7 @@ final class StateNode: @unchecked Sendable {
     private let fingerprintKnown = Atomic<Bool>(false)
 
     private init(kind: Kind, source: Any?, fragment: [UInt8], ownPart: Part? = nil, chunks: [Chunk] = [], chunkDigests: [Digest] = [],
-                 freshChunks: Range<Int>? = nil, memberBytes: Int = 0, parts: [Digest]) {
+                 chunkEnds: [Int] = [], freshChunks: Range<Int>? = nil, memberBytes: Int = 0, parts: [Digest]) {
         self.kind = kind
         self.source = source
         self.fragment = fragment
@@ -167,11 +167,7 @@ final class StateNode: @unchecked Sendable {
         self.chunks = chunks
         self.chunkDigests = chunkDigests
         self.freshChunks = freshChunks ?? chunks.indices
-        var end = 0
-        self.chunkEnds = chunks.map { chunk in
-            end += chunk.members.count
-            return end
-        }
+        self.chunkEnds = chunkEnds
         self.memberBytes = memberBytes
         self.parts = parts
     }
@@ -191,18 +187,29 @@ final class StateNode: @unchecked Sendable {
     /// chunks are reused where they hold the same members.
     static func object(_ members: [(key: String, node: StateNode)], source: Any?, previous: StateNode?) -> StateNode {
         let sorted = sortedByKey(members)
+        let keys = sorted.map(\.key)
+        let children = sorted.map(\.node)
+        let kind = Kind.object(keys: keys, children: children)
+        let memberBytes = sorted.reduce(0) { $0 + JSONText.stringLength($1.key) + 1 + $1.node.fragment.count }
+        guard isLarge(memberBytes: memberBytes, count: children.count) else {
+            // Written straight into the fragment: an update builds a small object for each level of
+            // the path to its change, and a text per member cost an array and a copy each.
+            var fragment: [UInt8] = [UInt8(ascii: "{")]
+            fragment.reserveCapacity(memberBytes + sorted.count + 1)
+            for (index, member) in sorted.enumerated() {
+                if index > 0 { fragment.append(UInt8(ascii: ",")) }
+                JSONText.appendString(member.key, to: &fragment)
+                fragment.append(UInt8(ascii: ":"))
+                fragment.append(contentsOf: member.node.fragment)
+            }
+            fragment.append(UInt8(ascii: "}"))
+            return StateNode(kind: kind, source: source, fragment: fragment, memberBytes: memberBytes, parts: children.flatMap(\.parts))
+        }
         let texts = sorted.map { member -> [UInt8] in
             var text = JSONText.string(member.key)
             text.append(UInt8(ascii: ":"))
             text.append(contentsOf: member.node.fragment)
             return text
-        }
-        let keys = sorted.map(\.key)
-        let children = sorted.map(\.node)
-        let kind = Kind.object(keys: keys, children: children)
-        let memberBytes = texts.reduce(0) { $0 + $1.count }
-        guard isLarge(memberBytes: memberBytes, count: children.count) else {
-            return inline(kind: kind, brackets: "{}", texts: texts, parts: children.flatMap(\.parts), memberBytes: memberBytes, source: source)
         }
         var reusable: StateNode?
         var (prefix, suffix) = (0, 0)
@@ -322,6 +329,7 @@ final class StateNode: @unchecked Sendable {
         }
         appendReferences(ofPrevious: (oldCount - cut.reusedTail) ..< oldCount)
         fragment.append(close)
+        let ends = chunkEnds(of: cut, previous: previous)
         let parts: [Digest]
         if let previous, previous.parts.count == oldCount, chunks[fresh].allSatisfy({ $0.memberParts.isEmpty }) {
             var edited = previous.parts
@@ -333,8 +341,30 @@ final class StateNode: @unchecked Sendable {
         } else {
             parts = (digests + chunks.flatMap(\.memberParts)).sorted()
         }
-        return StateNode(kind: kind, source: source, fragment: fragment, chunks: chunks, chunkDigests: digests, freshChunks: fresh,
-                         memberBytes: memberBytes, parts: parts)
+        return StateNode(kind: kind, source: source, fragment: fragment, chunks: chunks, chunkDigests: digests, chunkEnds: ends,
+                         freshChunks: fresh, memberBytes: memberBytes, parts: parts)
+    }
+
+    /// ``chunkEnds`` of a container cut as `cut`: the chunks taken from `previous` keep their ends
+    /// (moved by the members added or removed before them), so only the fresh chunks are counted.
+    /// Counting every chunk read the member list of each of a large state's chunks, objects an
+    /// update of one element otherwise never touches.
+    private static func chunkEnds(of cut: Cut, previous: StateNode?) -> [Int] {
+        var ends: [Int] = []
+        ends.reserveCapacity(cut.chunks.count)
+        let oldEnds = previous?.chunkEnds ?? []
+        ends.append(contentsOf: oldEnds[..<cut.reusedHead])
+        var end = ends.last ?? 0
+        for chunk in cut.chunks[cut.reusedHead ..< cut.chunks.count - cut.reusedTail] {
+            end += chunk.members.count
+            ends.append(end)
+        }
+        guard cut.reusedTail > 0 else { return ends }
+        // The tail's chunks end where they ended, moved by the difference in the members before them.
+        let tailStart = oldEnds.count - cut.reusedTail
+        let shift = end - (tailStart == 0 ? 0 : oldEnds[tailStart - 1])
+        ends.append(contentsOf: oldEnds[tailStart...].lazy.map { $0 + shift })
+        return ends
     }
 
     /// How many members at the start and, after those, at the end are the same (`same(old, new)`)
@@ -360,6 +390,7 @@ final class StateNode: @unchecked Sendable {
     private static func chunked(count: Int, prefix: Int, suffix: Int, previous: StateNode?,
                                 member: (Int) -> (node: StateNode, text: [UInt8], fingerprint: UInt64)) -> Cut {
         var chunks: [Chunk] = []
+        chunks.reserveCapacity((previous?.chunks.count ?? 0) + 2)
         var index = 0
         var reusedHead = 0
         let shift = count - (previous?.chunkEnds.last ?? 0)
@@ -370,18 +401,20 @@ final class StateNode: @unchecked Sendable {
             index = first == 0 ? 0 : previous.chunkEnds[first - 1]
         }
         var members: [StateNode] = []
+        // No chunk but a container's last is shorter than this: its bytes are not moved as they grow to it.
+        let minimumChunk = PartFormat.partSize / 4
         var bytes: [UInt8] = []
         var memberParts: [Digest] = []
         while index < count {
             let (node, text, fingerprint) = member(index)
-            if !members.isEmpty { bytes.append(UInt8(ascii: ",")) }
+            if members.isEmpty { bytes.reserveCapacity(minimumChunk) } else { bytes.append(UInt8(ascii: ",")) }
             bytes.append(contentsOf: text)
             members.append(node)
             memberParts.append(contentsOf: node.parts)
             index += 1
             // Each member's text and its separator.
             let size = bytes.count + 1
-            let atBoundary = size >= PartFormat.partSize / 4 && StateNode.mix(fingerprint) & PartFormat.boundaryMask == 0
+            let atBoundary = size >= minimumChunk && StateNode.mix(fingerprint) & PartFormat.boundaryMask == 0
             guard atBoundary || size >= PartFormat.partSize || index == count else { continue }
             chunks.append(Chunk(members: members, part: Part(digest: Digest.sha256(bytes), bytes: bytes), memberParts: memberParts))
             members = []
@@ -539,17 +572,38 @@ final class StateNode: @unchecked Sendable {
 /// JSON text of scalars, as `JSONEncoder` writes them (without escaping `/`).
 enum JSONText {
     static func string(_ string: String) -> [UInt8] {
-        var out: [UInt8] = [UInt8(ascii: "\"")]
+        var out: [UInt8] = []
         out.reserveCapacity(string.utf8.count + 2)
+        appendString(string, to: &out)
+        return out
+    }
+
+    /// Appends ``string(_:)``'s text to `out`.
+    static func appendString(_ string: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
         // Most strings need no escape: their bytes are then copied at once, not appended one by one.
         let copied = string.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
-            guard !bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
+            guard !bytes.contains(where: needsEscape) else { return false }
             out.append(contentsOf: bytes)
             return true
         } ?? false
         if !copied { appendEscaped(string, to: &out) }
         out.append(UInt8(ascii: "\""))
-        return out
+    }
+
+    /// The length of ``string(_:)``'s text, without building it.
+    static func stringLength(_ string: String) -> Int {
+        string.utf8.reduce(2) { length, byte in
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), 0x0A, 0x0D, 0x09, 0x08, 0x0C: length + 2
+            case 0x00 ..< 0x20: length + 6
+            default: length + 1
+            }
+        }
+    }
+
+    private static func needsEscape(_ byte: UInt8) -> Bool {
+        byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
     }
 
     private static func appendEscaped(_ string: String, to out: inout [UInt8]) {

@@ -33,17 +33,19 @@ enum TreeEncoder {
         }
         if !compared, traits.isEquatable, let previous, let source = previous.source, Equality.equal(value, any: source) { return previous }
         let source: Any? = traits.isEquatable ? value : nil
+        if traits.isFoundationScalar, let json = foundationJSON(value) { return .scalar(json, source: source) }
+        let encoder = NodeEncoder(previous: previous, codingPath: codingPath)
+        try value.encode(to: encoder)
+        return try encoder.storage.node(source: source, previous: previous, codingPath: codingPath)
+    }
+
+    /// The JSON text `JSONEncoder` gives `Data`, `URL` and `Decimal` by default; nil for another type.
+    private static func foundationJSON(_ value: Any) -> [UInt8]? {
         switch value {
-        case let data as Data:
-            return .scalar(JSONText.string(data.base64EncodedString()), source: source)
-        case let url as URL:
-            return .scalar(JSONText.string(url.absoluteString), source: source)
-        case let decimal as Decimal:
-            return .scalar(Array(decimal.description.utf8), source: source)
-        default:
-            let encoder = NodeEncoder(previous: previous, codingPath: codingPath)
-            try value.encode(to: encoder)
-            return try encoder.storage.node(source: source, previous: previous, codingPath: codingPath)
+        case let data as Data: JSONText.string(data.base64EncodedString())
+        case let url as URL: JSONText.string(url.absoluteString)
+        case let decimal as Decimal: Array(decimal.description.utf8)
+        default: nil
         }
     }
 }
@@ -55,6 +57,8 @@ enum TreeEncoder {
 struct EncodingTraits: Sendable {
     var isMemoizedContainer: Bool
     var isEquatable: Bool
+    /// `Data`, `URL` or `Decimal`, which have a JSON form of their own: other types skip the three casts.
+    var isFoundationScalar: Bool
 
     private static let known = Mutex<[ObjectIdentifier: EncodingTraits]>([:])
 
@@ -62,7 +66,8 @@ struct EncodingTraits: Sendable {
     static func of<T>(_ value: T) -> EncodingTraits {
         let type = ObjectIdentifier(Swift.type(of: value))
         if let traits = known.withLock({ $0[type] }) { return traits }
-        let traits = EncodingTraits(isMemoizedContainer: value is any MemoizedContainer, isEquatable: value is any Equatable)
+        let traits = EncodingTraits(isMemoizedContainer: value is any MemoizedContainer, isEquatable: value is any Equatable,
+                                    isFoundationScalar: value is Data || value is URL || value is Decimal)
         known.withLock { $0[type] = traits }
         return traits
     }
@@ -212,11 +217,35 @@ enum PendingChild {
     }
 }
 
+/// An object's members in the order encoded. An array, not a dictionary keyed by name: a
+/// struct's handful of members cost a dictionary's allocation and a hash per member on every
+/// update of each object on the path to the change, and a key encoded twice is rare.
 final class ObjectBuilder {
-    var members: [String: PendingChild] = [:]
+    private(set) var members: [(key: String, child: PendingChild)] = []
+
+    func set(_ child: PendingChild, forKey key: String) {
+        members.append((key, child))
+    }
 
     func node(source: Any?, previous: StateNode?) throws -> StateNode {
-        .object(try members.map { ($0.key, try $0.value.node()) }, source: source, previous: previous)
+        .object(try uniqueMembers.map { ($0.key, try $0.child.node()) }, source: source, previous: previous)
+    }
+
+    /// The members with each key once: the last value encoded under a key wins, as in `JSONEncoder`.
+    private var uniqueMembers: [(key: String, child: PendingChild)] {
+        guard hasDuplicateKeys else { return members }
+        var seen = Set<String>()
+        return Array(members.reversed().filter { seen.insert($0.key).inserted }.reversed())
+    }
+
+    /// Whether a key was encoded twice: a struct's few keys are compared pairwise, which costs
+    /// less than the set it would take.
+    private var hasDuplicateKeys: Bool {
+        guard members.count > 16 else {
+            for index in members.indices where members[(index + 1)...].contains(where: { $0.key == members[index].key }) { return true }
+            return false
+        }
+        return Set(members.lazy.map(\.key)).count != members.count
     }
 }
 
@@ -280,7 +309,7 @@ struct KeyedNodeContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let codingPath: [any CodingKey]
 
     private func set(_ json: [UInt8], _ key: Key) {
-        builder.members[key.stringValue] = .node(.scalar(json, source: nil))
+        builder.set(.node(.scalar(json, source: nil)), forKey: key.stringValue)
     }
 
     mutating func encodeNil(forKey key: Key) throws { set(Array("null".utf8), key) }
@@ -301,18 +330,18 @@ struct KeyedNodeContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         let node = try TreeEncoder.encodeValue(value, previous: previous?.child(forKey: key.stringValue), codingPath: codingPath + [key])
-        builder.members[key.stringValue] = .node(node)
+        builder.set(.node(node), forKey: key.stringValue)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
         let child = NodeEncoder(previous: previous?.child(forKey: key.stringValue), codingPath: codingPath + [key])
-        builder.members[key.stringValue] = .storage(child.storage, previous: child.previous, codingPath: child.codingPath)
+        builder.set(.storage(child.storage, previous: child.previous, codingPath: child.codingPath), forKey: key.stringValue)
         return child.container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
         let child = NodeEncoder(previous: previous?.child(forKey: key.stringValue), codingPath: codingPath + [key])
-        builder.members[key.stringValue] = .storage(child.storage, previous: child.previous, codingPath: child.codingPath)
+        builder.set(.storage(child.storage, previous: child.previous, codingPath: child.codingPath), forKey: key.stringValue)
         return child.unkeyedContainer()
     }
 
@@ -322,7 +351,7 @@ struct KeyedNodeContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     private func superEncoder(named name: String) -> any Encoder {
         let child = NodeEncoder(previous: nil, codingPath: codingPath)
-        builder.members[name] = .storage(child.storage, previous: nil, codingPath: codingPath)
+        builder.set(.storage(child.storage, previous: nil, codingPath: codingPath), forKey: name)
         return child
     }
 }
