@@ -11,16 +11,17 @@ extension SortedMap {
         /// gets a new child array (a retain of each child, cold in the cache, and a release when the
         /// old version goes) and the leaf a new value array (a copy of each record). Narrow nodes
         /// copy less per level; the lookups' string comparisons stay ~log₂ n whatever the fan-out.
-        /// Measured on the record tree of a 400,000-record Persist store (the shape of
-        /// `facadespeed`'s graph; 3 changes per commit, as a Persist write; release build, medians of
-        /// 20,000; Docs/benchmarks/analysis.md, session 14):
+        /// Measured on a record tree shaped like `facadespeed`'s 400,000-record Persist store, three
+        /// changes per commit as a Persist write makes (release build, thread CPU, medians of three
+        /// runs of 20,000 at load average ~10; Docs/benchmarks/analysis.md, session 14):
         ///
-        ///     leaf  inner  3 lookups  apply 3 changes  + release of the old version
-        ///       63     63     5.9 µs           8.6 µs  14.3 µs
-        ///       63     15     5.8 µs           7.3 µs  11.9 µs
-        ///       31     31     —                6.7 µs  10.8 µs
-        ///       31     15     6.1 µs           6.5 µs  10.0 µs
-        ///       15     15     6.6 µs           5.9 µs  10.4 µs
+        ///     leaf  inner  3 lookups  apply 3 changes  release of the old version
+        ///       63     63     8.3 µs          10.7 µs          4.7 µs
+        ///       63     15     8.6 µs           9.8 µs          3.5 µs
+        ///       31     31     8.2 µs           8.5 µs          3.2 µs
+        ///       31     15     8.2 µs           8.2 µs          2.7 µs
+        ///       15     15     8.9 µs           8.1 µs          2.4 µs
+        ///       15      7     9.4 µs           8.4 µs          2.3 µs
         ///
         /// Earlier, with one limit for both (1M random 29-byte keys, Int values), inserts and
         /// lookups barely moved between 15 and 127 keys: they are bound by cache misses on the
