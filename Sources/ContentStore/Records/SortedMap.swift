@@ -197,9 +197,10 @@ extension SortedMap {
     /// tens of megabytes of first-touch page faults in the open).
     ///
     /// The shape is fixed from the count alone: each level filled nearly to its limit
-    /// (``Node/maxKeys(leaf:)``) and split as evenly as the counts allow, so every node but the root
-    /// holds at least ``Node/minKeys(leaf:)`` and every leaf is at one depth. The entries then arrive in the tree's
-    /// in-order walk (each node's keys between its children), so one node per level is open.
+    /// (``Node/maxKeys(leaf:)``) and split as evenly as the counts allow, so every node but the
+    /// root holds at least ``Node/minKeys(leaf:)`` and every leaf is at one depth. The entries then
+    /// arrive in the tree's in-order walk (each node's keys between its children), so one node per
+    /// level is open.
     init(count: Int, ascending next: () throws -> (Key, Value)) rethrows {
         // The key counts of each level's nodes, left to right: the leaves first, the root last.
         var sizes: [[Int]] = []
@@ -262,8 +263,6 @@ extension SortedMap {
     /// An empty node above the leaves, with room for the entries and children it will take.
     private static func innerNode() -> Node {
         let node = Node()
-        node.keys.reserveCapacity(Node.maxInnerKeys + 1)
-        node.values.reserveCapacity(Node.maxInnerKeys + 1)
         node.children.reserveCapacity(Node.maxInnerKeys + 2)
         return node
     }

@@ -57,6 +57,7 @@ final class SharedState: Sendable {
         var diff: Diff
         var layout: Layout
 
+        /// The change as a stream receives it.
         func change() -> PersistChange {
             PersistChange(step: step, kind: kind, changed: layout.changedEntities(in: diff))
         }
