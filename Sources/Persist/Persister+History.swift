@@ -84,7 +84,7 @@ extension Persister {
 
     /// Records `diff` as the step after the cursor, dropping the redo steps. REQUIRES: inside the
     /// write that made the diff, with `head` as that write read it.
-    func recordStep(_ diff: Diff, named actionName: String?, head: inout Head, in transaction: inout Transaction) throws -> PersistChange {
+    func recordStep(_ diff: Diff, named actionName: String?, head: inout Head, in transaction: inout Transaction) throws -> SharedState.PendingChange {
         let bytes = diff.blob
         let location = bytes.count <= Diff.inlineLimit ? StepRecord.DiffLocation.inline(bytes) : .blob(try store.put(bytes))
         let position = head.cursor + 1
@@ -98,7 +98,7 @@ extension Persister {
         head.cursor = position
         head.last = position
         try transaction.setRecord(head.record, forKey: layout.head)
-        return PersistChange(step: step, kind: .write, changed: changedEntities(diff))
+        return SharedState.PendingChange(step: step, kind: .write, diff: diff, layout: layout)
     }
 
     /// The body of an undo's or redo's store transaction.
@@ -126,7 +126,7 @@ extension Persister {
         head.cursor = kind == .undo ? position - 1 : position
         head.changeCount += 1
         try transaction.setRecord(head.record, forKey: layout.head)
-        let change = PersistChange(step: stored.step, kind: kind, changed: changedEntities(diff))
+        let change = SharedState.PendingChange(step: stored.step, kind: kind, diff: diff, layout: layout)
         return SharedState.Committed(result: stored.step, change: change, number: head.changeCount)
     }
 
@@ -134,18 +134,5 @@ extension Persister {
         let key = layout.step(position)
         guard let stored = try record(key) else { throw RecordFormat.corrupted("the history's step is missing", key: key) }
         return try StepRecord(stored, key: key)
-    }
-
-    /// The entities a diff saved or deleted, and both ends of the relations it made or removed.
-    private func changedEntities(_ diff: Diff) -> Set<UUID> {
-        var changed = Set<UUID>()
-        for change in diff.changes {
-            switch layout.parse(change.key) {
-            case .entity(let id): changed.insert(id)
-            case .relation(let source, _, let target): changed.formUnion([source, target])
-            case .backlink, .other: break
-            }
-        }
-        return changed
     }
 }

@@ -6,12 +6,14 @@ import TestThreads
 /// Rule 6: bad input gets a clear error and changes nothing.
 @Suite(.blocking) struct BadInputTests {
     enum BadKey: String, CaseIterable, Sendable {
-        case empty, tooLong, withNUL
+        /// `withNUL` is a small string (stored inline), `withNULAfterALongRun` a native one on the heap.
+        case empty, tooLong, withNUL, withNULAfterALongRun
         var key: String {
             switch self {
             case .empty: ""
             case .tooLong: String(repeating: "k", count: Store.Limits().maximumKeyLength + 1)
             case .withNUL: "a\0b"
+            case .withNULAfterALongRun: String(repeating: "é", count: 40) + "\0"
             }
         }
         var code: StoreError.Code { self == .tooLong ? .limitExceeded : .invalidArgument }

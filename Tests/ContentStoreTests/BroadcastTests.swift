@@ -16,6 +16,23 @@ import Testing
         #expect(await collected(late) == [2, 3])
     }
 
+    /// A value sent by the closure that makes it is made only when a stream is there to take it,
+    /// once for all of them.
+    @Test func aValueMadeOnSendIsMadeOnlyForSubscribers() async {
+        let broadcast = Broadcast<Int>()
+        var made = 0
+        broadcast.send { made += 1; return 1 }
+        #expect(made == 0)
+        let first = broadcast.subscribe(), second = broadcast.subscribe()
+        broadcast.send { made += 1; return 2 }
+        #expect(made == 1)
+        broadcast.finish()
+        broadcast.send { made += 1; return 3 }
+        #expect(made == 1)
+        #expect(await collected(first) == [2])
+        #expect(await collected(second) == [2])
+    }
+
     /// Concurrent senders: every stream sees the same single order.
     @Test func concurrentSendersReachEveryStreamInOneOrder() async {
         let broadcast = Broadcast<Int>()

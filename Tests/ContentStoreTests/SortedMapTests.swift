@@ -129,7 +129,9 @@ struct SortedMapTests {
     /// A map built in one pass from ascending keys (a checkpoint load) has the shape the inserts
     /// keep: fill bounds, one leaf depth, order. It holds exactly the entries, with nearly full
     /// leaves (the memory a loaded store takes), and later inserts and removals keep it sound.
-    @Test(arguments: [0, 1, 62, 63, 64, 65, 126, 127, 128, 4_031, 4_032, 4_033, 4_097, 70_001])
+    /// The counts straddle where a leaf splits in two (31 keys), where the leaves' parent becomes
+    /// two levels (16 leaves of 31 and their 15 separators: 511) and three (8,191).
+    @Test(arguments: [0, 1, 30, 31, 32, 33, 62, 63, 64, 65, 511, 512, 513, 4_097, 8_191, 8_192, 8_193, 70_001])
     func buildFromAscendingKeys(count: Int) {
         let keys = ContiguousArray((0 ..< count).map(key).sorted())
         let values = ContiguousArray(keys.indices)
@@ -150,7 +152,7 @@ struct SortedMapTests {
             if node.isLeaf { leaves += 1 } else { node.children.forEach(countLeaves) }
         }
         countLeaves(map.root)
-        let maxKeys = SortedMap<String, Int>.Node.maxKeys
+        let maxKeys = SortedMap<String, Int>.Node.maxLeafKeys
         #expect(leaves <= (count + maxKeys - 1) / maxKeys + 1)
         if count >= 4_000 { #expect(Double(count) / Double(leaves) >= 0.9 * Double(maxKeys)) }
         var rng = SplitMix64(seed: UInt64(count))

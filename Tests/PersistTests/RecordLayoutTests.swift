@@ -28,6 +28,28 @@ import TestThreads
         #expect(layout.step(255) == "persist/a%2Fb%25c/s/00000000000000ff")
     }
 
+    /// Keys and bodies hold a UUID as `uuidString` writes it: stored keys and bodies of earlier
+    /// versions must be found and compared byte for byte. Known answers, every nibble value in
+    /// every position, and random IDs.
+    @Test func uuidTextIsUUIDString() {
+        #expect(UUID(uuid: (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)).text == "00010203-0405-0607-0809-0A0B0C0D0E0F")
+        #expect(UUID(uuid: (255, 254, 253, 252, 251, 250, 249, 248, 247, 246, 245, 244, 243, 242, 241, 240)).text
+            == "FFFEFDFC-FBFA-F9F8-F7F6-F5F4F3F2F1F0")
+        for nibble in UInt8(0) ... 15 {
+            let byte = nibble << 4 | (15 - nibble)
+            let id = UUID(uuid: (byte, byte, byte, byte, byte, byte, byte, byte, byte, byte, byte, byte, byte, byte, byte, byte))
+            #expect(id.text == id.uuidString)
+        }
+        for _ in 0 ..< 1_000 {
+            let id = UUID()
+            #expect(id.text == id.uuidString)
+        }
+        let layout = Layout(name: "n")
+        let id = UUID()
+        #expect(layout.entity(id) == "persist/n/e/" + id.uuidString)
+        #expect(layout.parse(layout.entity(id)) == .entity(id))
+    }
+
     @Test func malformedValuesAreCorruptedAndNewerVersionsUnsupported() throws {
         func code(_ bytes: [UInt8]) -> StoreError.Code? {
             do {

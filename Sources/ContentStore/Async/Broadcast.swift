@@ -43,6 +43,16 @@ package final class Broadcast<Value: Sendable>: Sendable {
         }
     }
 
+    /// Hands the value `makeValue` makes to every current stream, and makes none when there is
+    /// none: for a value that costs work to build, which most sends have no reader for.
+    package func send(_ makeValue: () -> Value) {
+        state.withLock { state in
+            guard !state.subscribers.isEmpty else { return }
+            let value = makeValue()
+            for subscriber in state.subscribers.values { subscriber.yield(value) }
+        }
+    }
+
     /// Ends the streams subscribed so far; later subscribers get new streams.
     package func finish() {
         // Finished outside the lock: finishing runs `onTermination`, which takes it.

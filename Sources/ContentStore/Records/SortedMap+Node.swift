@@ -6,22 +6,37 @@ extension SortedMap {
     /// node owned by that map) references it. A node reachable from more than one map, snapshot or
     /// iterator is never mutated, only copied, so any node another thread can see is immutable.
     final class Node: @unchecked Sendable {
-        /// Chosen by measurement: release build, 1M random 29-byte String keys with Int values,
-        /// best of 3 runs on a shared 2-core VM (about ±20% noise), time per operation; the last
-        /// column snapshots the map, updates one entry, then drops the snapshot:
+        /// Leaves and the nodes above them have limits of their own. A commit copies the path to each
+        /// key it changes while the published version still shares it: every node above the leaf
+        /// gets a new child array (a retain of each child, cold in the cache, and a release when the
+        /// old version goes) and the leaf a new value array (a copy of each record). Narrow nodes
+        /// copy less per level; the lookups' string comparisons stay ~log₂ n whatever the fan-out.
+        /// Measured on a record tree shaped like `facadespeed`'s 400,000-record Persist store, three
+        /// changes per commit as a Persist write makes (release build, thread CPU, medians of three
+        /// runs of 20,000 at load average ~10; Docs/benchmarks/analysis.md, session 14):
         ///
-        ///     maxKeys  height  insert  lookup  snapshot + update
-        ///          15       6  2.0 µs  2.4 µs  9.1 µs
-        ///          31       5  2.1 µs  2.3 µs  11.3 µs
-        ///          63       4  2.0 µs  1.9 µs  9.5 µs
-        ///         127       3  2.2 µs  2.3 µs  20.5 µs
+        ///     leaf  inner  3 lookups  apply 3 changes  release of the old version
+        ///       63     63     8.3 µs          10.7 µs          4.7 µs
+        ///       63     15     8.6 µs           9.8 µs          3.5 µs
+        ///       31     31     8.2 µs           8.5 µs          3.2 µs
+        ///       31     15     8.2 µs           8.2 µs          2.7 µs
+        ///       15     15     8.9 µs           8.1 µs          2.4 µs
+        ///       15      7     9.4 µs           8.4 µs          2.3 µs
         ///
-        /// Inserts and lookups are bound by cache misses on the out-of-line String keys that
-        /// binary search touches, so fan-out barely moves them; a copied path gets dearer past 63.
-        static var maxKeys: Int { 63 }
+        /// Earlier, with one limit for both (1M random 29-byte keys, Int values), inserts and
+        /// lookups barely moved between 15 and 127 keys: they are bound by cache misses on the
+        /// out-of-line String keys that binary search touches.
+        static var maxLeafKeys: Int { 31 }
+        /// See ``maxLeafKeys``.
+        static var maxInnerKeys: Int { 15 }
+        /// The most keys a leaf (`leaf`) or a node above the leaves holds.
+        static func maxKeys(leaf: Bool) -> Int { leaf ? maxLeafKeys : maxInnerKeys }
         /// Nodes other than the root never hold fewer keys, which keeps the tree's height
         /// logarithmic however many entries are removed.
-        static var minKeys: Int { maxKeys / 2 }
+        static func minKeys(leaf: Bool) -> Int { maxKeys(leaf: leaf) / 2 }
+        /// This node's limit: a leaf's or an inner node's (a node never changes between the two).
+        var maxKeys: Int { Self.maxKeys(leaf: isLeaf) }
+        var minKeys: Int { Self.minKeys(leaf: isLeaf) }
 
         var keys: ContiguousArray<Key>
         var values: ContiguousArray<Value>
@@ -39,9 +54,10 @@ extension SortedMap {
             self.keys = []
             self.values = []
             self.children = []
-            self.keys.reserveCapacity(Self.maxKeys + 1)
-            self.values.reserveCapacity(Self.maxKeys + 1)
-            if !children.isEmpty { self.children.reserveCapacity(Self.maxKeys + 2) }
+            let limit = Self.maxKeys(leaf: children.isEmpty)
+            self.keys.reserveCapacity(limit + 1)
+            self.values.reserveCapacity(limit + 1)
+            if !children.isEmpty { self.children.reserveCapacity(limit + 2) }
             self.keys.append(contentsOf: keys)
             self.values.append(contentsOf: values)
             self.children.append(contentsOf: children)
@@ -114,7 +130,7 @@ extension SortedMap {
             }
             makeChildUnique(i)
             let old = children[i].updateValue(value, forKey: key)
-            if children[i].keys.count > Self.maxKeys {
+            if children[i].keys.count > children[i].maxKeys {
                 let (middleKey, middleValue, right) = children[i].split()
                 keys.insert(middleKey, at: i)
                 values.insert(middleValue, at: i)
@@ -179,8 +195,9 @@ extension SortedMap {
         /// Restores `minKeys` in `children[i]` (already unique) by borrowing an entry through
         /// the separator from a sibling that can spare one, or else by merging with a sibling.
         private func rebalanceChild(_ i: Int) {
-            guard children[i].keys.count < Self.minKeys else { return }
-            if i > 0, children[i - 1].keys.count > Self.minKeys {
+            let minKeys = children[i].minKeys
+            guard children[i].keys.count < minKeys else { return }
+            if i > 0, children[i - 1].keys.count > minKeys {
                 makeChildUnique(i - 1)
                 let left = children[i - 1]
                 let child = children[i]
@@ -189,7 +206,7 @@ extension SortedMap {
                 keys[i - 1] = left.keys.removeLast()
                 values[i - 1] = left.values.removeLast()
                 if !left.isLeaf { child.children.insert(left.children.removeLast(), at: 0) }
-            } else if i + 1 < children.count, children[i + 1].keys.count > Self.minKeys {
+            } else if i + 1 < children.count, children[i + 1].keys.count > minKeys {
                 makeChildUnique(i + 1)
                 let right = children[i + 1]
                 let child = children[i]

@@ -31,7 +31,7 @@ struct SortedMap<Key: Comparable & Sendable, Value: Sendable>: Sendable {
         let old = root.updateValue(value, forKey: key)
         if old == nil { count += 1 }
         // Growing only at the root keeps every leaf at the same depth.
-        if root.keys.count > Node.maxKeys {
+        if root.keys.count > root.maxKeys {
             let (middleKey, middleValue, right) = root.split()
             root = Node(keys: [middleKey], values: [middleValue], children: [root, right])
         }
@@ -152,9 +152,9 @@ extension SortedMap {
         var leafDepth: Int?
         func check(_ node: Node, depth: Int, above lower: Key?, below upper: Key?) {
             precondition(node.keys.count == node.values.count, "keys and values differ in length")
-            precondition(node.keys.count <= Node.maxKeys, "node overfull")
+            precondition(node.keys.count <= node.maxKeys, "node overfull")
             if node !== root {
-                precondition(node.keys.count >= Node.minKeys, "node underfull")
+                precondition(node.keys.count >= node.minKeys, "node underfull")
             }
             for (a, b) in zip(node.keys, node.keys.dropFirst()) {
                 precondition(a < b, "keys out of order within a node")
@@ -196,22 +196,23 @@ extension SortedMap {
     /// gathering the entries in arrays first touches as much memory again (at a million records,
     /// tens of megabytes of first-touch page faults in the open).
     ///
-    /// The shape is fixed from the count alone: leaves filled nearly to ``Node/maxKeys``, each level
-    /// split as evenly as the counts allow, so every node but the root holds at least
-    /// ``Node/minKeys`` and every leaf is at one depth. The entries then arrive in the tree's
-    /// in-order walk (each node's keys between its children), so one node per level is open.
+    /// The shape is fixed from the count alone: each level filled nearly to its limit
+    /// (``Node/maxKeys(leaf:)``) and split as evenly as the counts allow, so every node but the
+    /// root holds at least ``Node/minKeys(leaf:)`` and every leaf is at one depth. The entries then
+    /// arrive in the tree's in-order walk (each node's keys between its children), so one node per
+    /// level is open.
     init(count: Int, ascending next: () throws -> (Key, Value)) rethrows {
         // The key counts of each level's nodes, left to right: the leaves first, the root last.
         var sizes: [[Int]] = []
         var levelCount = count
-        while levelCount > Node.maxKeys {
-            let nodes = Self.evenNodes(holding: levelCount)
+        while levelCount > Node.maxKeys(leaf: sizes.isEmpty) {
+            let nodes = Self.evenNodes(holding: levelCount, maxKeys: Node.maxKeys(leaf: sizes.isEmpty))
             sizes.append(nodes)
             levelCount = nodes.count - 1
         }
         sizes.append([levelCount])
         let top = sizes.count - 1
-        // The open leaf's entries, kept in locals (63 of 64 entries land here), and one open node
+        // The open leaf's entries, kept in locals (31 of 32 entries land here), and one open node
         // per level above it.
         var leafKeys = Self.nodeArray(Key.self), leafValues = Self.nodeArray(Value.self)
         var leaves = 0
@@ -252,26 +253,26 @@ extension SortedMap {
         root = completedRoot ?? Node()
     }
 
-    /// Room for a node's entries, one beyond ``Node/maxKeys`` (see ``Node/init(keys:values:children:)``).
+    /// Room for a leaf's entries, one beyond its limit (see ``Node/init(keys:values:children:)``).
     private static func nodeArray<Element>(_: Element.Type) -> ContiguousArray<Element> {
         var array = ContiguousArray<Element>()
-        array.reserveCapacity(Node.maxKeys + 1)
+        array.reserveCapacity(Node.maxKeys(leaf: true) + 1)
         return array
     }
 
     /// An empty node above the leaves, with room for the entries and children it will take.
     private static func innerNode() -> Node {
         let node = Node()
-        node.children.reserveCapacity(Node.maxKeys + 2)
+        node.children.reserveCapacity(Node.maxInnerKeys + 2)
         return node
     }
 
-    /// Splits `count` entries into the fewest nodes of at most ``Node/maxKeys`` keys with one entry
+    /// Splits `count` entries into the fewest nodes of at most `maxKeys` keys with one entry
     /// between neighbours (their separator in the parent), sizes differing by at most one; returns
     /// the nodes' key counts. With k = ⌈(count + 1) / (maxKeys + 1)⌉ nodes each holds more than
-    /// (maxKeys + 1) / 2 − 1 keys, so at least ``Node/minKeys``.
-    private static func evenNodes(holding count: Int) -> [Int] {
-        let nodes = (count + 1 + Node.maxKeys) / (Node.maxKeys + 1)
+    /// (maxKeys + 1) / 2 − 1 keys, so at least `maxKeys / 2` (``Node/minKeys(leaf:)``).
+    private static func evenNodes(holding count: Int, maxKeys: Int) -> [Int] {
+        let nodes = (count + 1 + maxKeys) / (maxKeys + 1)
         let keys = count - (nodes - 1)
         return (0 ..< nodes).map { node in keys / nodes + (node < keys % nodes ? 1 : 0) }
     }

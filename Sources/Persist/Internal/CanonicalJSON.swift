@@ -102,7 +102,7 @@ final class CanonicalJSONWriter: Encoder {
         if T.self == Double.self { return try writeFloat(unsafeBitCast(value, to: Double.self)) }
         if T.self == Int.self { return writeInteger(unsafeBitCast(value, to: Int.self)) }
         if T.self == Bool.self { return writeBool(unsafeBitCast(value, to: Bool.self)) }
-        if T.self == UUID.self { return writeString(unsafeBitCast(value, to: UUID.self).uuidString) }
+        if T.self == UUID.self { return writeUUID(unsafeBitCast(value, to: UUID.self)) }
         // `Date.encode(to:)` writes its seconds since the reference date, as the deferred strategy asks.
         if T.self == Date.self { return try writeFloat(unsafeBitCast(value, to: Date.self).timeIntervalSinceReferenceDate) }
         if T.self == Data.self || T.self == URL.self || T.self == Decimal.self { throw fail() }
@@ -201,6 +201,15 @@ final class CanonicalJSONWriter: Encoder {
 
     /// A string, quoted, escaped as `JSONEncoder` escapes with `.withoutEscapingSlashes`: `"`, `\`
     /// and the control characters, named where JSON has a name, else `\u00xx` in lowercase hex.
+    /// A UUID's `uuidString`, quoted: hex digits and dashes, which need no escaping.
+    func writeUUID(_ uuid: UUID) {
+        bytes.append(UInt8(ascii: "\""))
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(0, count: 36))
+        bytes.withUnsafeMutableBufferPointer { uuid.writeText(to: UnsafeMutableBufferPointer(rebasing: $0[start...])) }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
     func writeString(_ string: String) {
         bytes.append(UInt8(ascii: "\""))
         var string = string

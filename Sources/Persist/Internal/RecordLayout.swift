@@ -47,25 +47,38 @@ struct Layout: Sendable {
     var entityPrefix: String { prefix + "e/" }
     var stepPrefix: String { prefix + "s/" }
 
-    func entity(_ id: UUID) -> String { entityPrefix + id.uuidString }
+    func entity(_ id: UUID) -> String { entityPrefix + id.text }
     func typeIndexPrefix(_ entityName: String) -> String { prefix + "t/" + Names.escape(entityName) + "/" }
-    func typeIndex(_ entityName: String, _ id: UUID) -> String { typeIndexPrefix(entityName) + id.uuidString }
+    func typeIndex(_ entityName: String, _ id: UUID) -> String { typeIndexPrefix(entityName) + id.text }
 
-    func relationsPrefix(from source: UUID) -> String { prefix + "r/" + source.uuidString + "/" }
+    func relationsPrefix(from source: UUID) -> String { prefix + "r/" + source.text + "/" }
     func relationsPrefix(from source: UUID, as relation: String) -> String {
         relationsPrefix(from: source) + Names.escape(relation) + "/"
     }
     func relation(from source: UUID, to target: UUID, as relation: String) -> String {
-        relationsPrefix(from: source, as: relation) + target.uuidString
+        relationsPrefix(from: source, as: relation) + target.text
     }
-    func backlinksPrefix(to target: UUID) -> String { prefix + "b/" + target.uuidString + "/" }
+    func backlinksPrefix(to target: UUID) -> String { prefix + "b/" + target.text + "/" }
     func backlink(from source: UUID, to target: UUID, as relation: String) -> String {
-        backlinksPrefix(to: target) + source.uuidString + "/" + Names.escape(relation)
+        backlinksPrefix(to: target) + source.text + "/" + Names.escape(relation)
     }
 
     func step(_ position: UInt64) -> String {
         let hex = String(position, radix: 16)
         return stepPrefix + String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    /// The entities a diff saved or deleted, and both ends of the relations it made or removed.
+    func changedEntities(in diff: Diff) -> Set<UUID> {
+        var changed = Set<UUID>()
+        for change in diff.changes {
+            switch parse(change.key) {
+            case .entity(let id): changed.insert(id)
+            case .relation(let source, _, let target): changed.formUnion([source, target])
+            case .backlink, .other: break
+            }
+        }
+        return changed
     }
 
     /// What a key under ``prefix`` names, for undo steps' `changed` sets and for delete.

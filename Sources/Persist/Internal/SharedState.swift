@@ -15,7 +15,7 @@ final class SharedState: Sendable {
     private struct State {
         var inFlight = 0
         var delivered: UInt64
-        var held: [UInt64: PersistChange] = [:]
+        var held: [UInt64: PendingChange] = [:]
     }
 
     private let state: Mutex<State>
@@ -49,17 +49,31 @@ final class SharedState: Sendable {
         changeStreams.subscribe()
     }
 
+    /// A change as its commit knows it. The entities it touched (a parse of every changed key)
+    /// are worked out only when a stream is there to take it: most writes have no reader.
+    struct PendingChange: Sendable {
+        var step: UndoStep
+        var kind: PersistChange.Kind
+        var diff: Diff
+        var layout: Layout
+
+        /// The change as a stream receives it.
+        func change() -> PersistChange {
+            PersistChange(step: step, kind: kind, changed: layout.changedEntities(in: diff))
+        }
+    }
+
     /// What a write, undo or redo returns from its store transaction: its result, and the change
     /// to deliver (numbered by its change count) when it changed something.
     struct Committed<T> {
         var result: T
-        var change: (number: UInt64, change: PersistChange)?
+        var change: (number: UInt64, change: PendingChange)?
 
         init(result: T) {
             self.result = result
         }
 
-        init(result: T, change: PersistChange, number: UInt64) {
+        init(result: T, change: PendingChange, number: UInt64) {
             self.result = result
             self.change = (number, change)
         }
@@ -92,17 +106,17 @@ final class SharedState: Sendable {
         state.withLock { $0.inFlight += 1 }
     }
 
-    private func finish(_ change: (number: UInt64, change: PersistChange)?) {
+    private func finish(_ change: (number: UInt64, change: PendingChange)?) {
         state.withLock { state in
             state.inFlight -= 1
             if let change { state.held[change.number] = change.change }
             while let next = state.held.removeValue(forKey: state.delivered + 1) {
                 state.delivered += 1
-                changeStreams.send(next)
+                changeStreams.send { next.change() }
             }
             guard state.inFlight == 0, !state.held.isEmpty else { return }
-            for number in state.held.keys.sorted() {
-                changeStreams.send(state.held[number]!)
+            for (number, change) in state.held.sorted(by: { $0.key < $1.key }) {
+                changeStreams.send { change.change() }
                 state.delivered = number
             }
             state.held = [:]
