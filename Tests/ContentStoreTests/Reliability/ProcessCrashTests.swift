@@ -74,6 +74,16 @@ extension Reliability {
             return (transactions, acknowledged, failures)
         }
 
+        /// Waits until the workload has written its first line (it has opened the store and begun a
+        /// transaction), or has exited, or 30 s have passed.
+        static func waitUntilItBegins(writingTo output: URL, _ process: Process) async throws {
+            let deadline = ContinuousClock.now + .seconds(30)
+            while process.isRunning, ContinuousClock.now < deadline,
+                  ((try? FileManager.default.attributesOfItem(atPath: output.path)[.size] as? Int) ?? 0) == 0 {
+                try await Task.sleep(for: .milliseconds(1))
+            }
+        }
+
         @Test func killedAtRandomMomentsTheStoreOpensToACommittedPrefixWithEveryAcknowledgedCommit() async throws {
             let executable = try #require(Self.executable, "CrashWorkload was not found beside the tests; build it (swift build) or set CRASH_WORKLOAD_BINARY")
             let kills = environmentInteger("RELIABILITY_CRASH_KILLS", default: 200)
@@ -97,8 +107,12 @@ extension Reliability {
                 process.standardOutput = try FileHandle(forWritingTo: outputURL)
                 process.standardError = try FileHandle(forWritingTo: errorURL)
                 try process.run()
-                // Mostly while it commits, sometimes while it is still opening (recovering).
-                let delay = random.next() % 10 == 0 ? random.next() % 15_000 : 5_000 + random.next() % 120_000
+                // Mostly while it commits, sometimes while it is still opening (recovering). A kill
+                // meant for its commits waits until it has begun one: under load a child takes longer
+                // to start and recover, and a delay counted from its launch would land in its open.
+                let whileOpening = random.next() % 10 == 0
+                let delay = whileOpening ? random.next() % 15_000 : 5_000 + random.next() % 120_000
+                if !whileOpening { try await Self.waitUntilItBegins(writingTo: outputURL, process) }
                 // Sleeping, not blocking: a long soak must not hold a thread async tests need.
                 try await Task.sleep(for: .microseconds(delay))
                 kill(process.processIdentifier, SIGKILL)
