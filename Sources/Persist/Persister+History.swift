@@ -103,7 +103,7 @@ extension Persister {
 
     /// The body of an undo's or redo's store transaction.
     func applyMove(_ kind: PersistChange.Kind, to transaction: inout Transaction) throws -> SharedState.Committed<UndoStep?> {
-        var head = try Head(transaction.record(forKey: layout.head), key: layout.head)
+        var head = try head(in: transaction)
         let position: UInt64
         switch kind {
         case .undo:
@@ -127,7 +127,7 @@ extension Persister {
         head.changeCount += 1
         try transaction.setRecord(head.record, forKey: layout.head)
         let change = SharedState.PendingChange(step: stored.step, kind: kind, diff: diff, layout: layout)
-        return SharedState.Committed(result: stored.step, change: change, number: head.changeCount)
+        return SharedState.Committed(result: stored.step, change: change, head: head, in: transaction)
     }
 
     private func step(at position: UInt64, in record: (String) throws -> Record?) throws -> StepRecord {

@@ -88,14 +88,14 @@ public final class Persister: Sendable {
     /// The body of a write's store transaction: runs `body`, and records what it changed as a step.
     func applyWrite<T>(_ actionName: String?, _ body: (inout PersistTransaction) throws -> T,
                        to transaction: inout Transaction) throws -> SharedState.Committed<T> {
-        var head = try Head(transaction.record(forKey: layout.head), key: layout.head)
+        var head = try head(in: transaction)
         var persist = PersistTransaction(transaction: transaction, layout: layout, store: store, order: head.changeCount + 1)
         let result = try body(&persist)
         let diff = try persist.diff()
         guard !diff.changes.isEmpty else { return SharedState.Committed(result: result) }
         transaction = persist.transaction
         let change = try recordStep(diff, named: actionName, head: &head, in: &transaction)
-        return SharedState.Committed(result: result, change: change, number: head.changeCount)
+        return SharedState.Committed(result: result, change: change, head: head, in: transaction)
     }
 
     /// A stream of every committed write, undo and redo of this persister (and of every persister
@@ -108,5 +108,15 @@ public final class Persister: Sendable {
     /// The history's position as committed.
     func head() throws -> Head {
         try Head(store.record(forKey: layout.head), key: layout.head)
+    }
+
+    /// The history's position as `transaction` sees it: the head this process last wrote when the
+    /// transaction builds on that very commit (a lookup in a large store is a walk of cold nodes).
+    func head(in transaction: Transaction) throws -> Head {
+        if let known = shared.knownHead, transaction.baseSequence == known.afterCommit {
+            let record = try transaction.record(forKey: layout.head, known: known.record, afterCommit: known.afterCommit)
+            if record == known.record { return known.head }
+        }
+        return try Head(transaction.record(forKey: layout.head), key: layout.head)
     }
 }

@@ -135,7 +135,7 @@ final class CommitPipeline: Sendable {
             do {
                 // Ends before the commit: a base still held would make it copy the path it changes.
                 let (base, sequence) = core.withLock { ($0.state.records, $0.state.commitSequence) }
-                var transaction = Transaction(base: base, limits: limits)
+                var transaction = Transaction(base: base, limits: limits, baseSequence: sequence)
                 result = try body(&transaction)
                 let effective = try transaction.effectiveChangesWithReplaced()
                 changes = effective.map { LogRecord.Change(key: $0.key, record: $0.record) }

@@ -16,11 +16,16 @@ public struct Transaction {
     /// a walk of cold nodes in a large store's record tree. Shared by copies of the transaction,
     /// which all read the same base.
     private let baseReads = BaseReads()
+    /// The commit whose state `base` is (nil: not known, as in a cluster): a facade that kept what
+    /// it wrote in that commit can take it from memory instead of walking the record tree.
+    package let baseSequence: UInt64?
 
-    /// A transaction over `base`, the state it reads (an engine's).
-    package init(base: any RecordView, limits: Store.Limits) {
+    /// A transaction over `base`, the state it reads (an engine's), which is the state after commit
+    /// `baseSequence` when known.
+    package init(base: any RecordView, limits: Store.Limits, baseSequence: UInt64? = nil) {
         self.base = base
         self.limits = limits
+        self.baseSequence = baseSequence
     }
 
     /// The record under `key` as this transaction sees it.
@@ -30,6 +35,16 @@ public struct Transaction {
         let record = try base.record(forKey: key)
         baseReads.note(record, forKey: key)
         return record
+    }
+
+    /// ``record(forKey:)`` when the caller knows the base held `known` under `key` if it is the state
+    /// after commit `sequence`: then no lookup, and the commit does not look it up either.
+    package func record(forKey key: String, known: Record?, afterCommit sequence: UInt64) throws -> Record? {
+        guard baseSequence == sequence else { return try record(forKey: key) }
+        try Store.validate(key: key, limits: limits)
+        if let change = changes[key] { return change }
+        baseReads.note(known, forKey: key)
+        return known
     }
 
     /// Keys starting with `prefix`, ascending, as this transaction sees them.

@@ -19,6 +19,9 @@ final class SharedState: Sendable {
     }
 
     private let state: Mutex<State>
+    /// The head the last commit of this process wrote, so the next write (which usually builds on
+    /// that commit) takes it from here instead of walking the record tree for it.
+    private let lastHead = Mutex<KnownHead?>(nil)
     /// Every change, to every stream: unbounded, so no reader misses one.
     private let changeStreams = Broadcast<PersistChange>()
     /// Held so that its `ObjectIdentifier`, in ``key``, is not reused while this state lives.
@@ -63,19 +66,33 @@ final class SharedState: Sendable {
         }
     }
 
+    /// A head as the store holds it after commit `afterCommit`: valid for a transaction whose base is
+    /// exactly that commit's state, whatever came later (another writer, a prune) moves the sequence.
+    struct KnownHead: Sendable {
+        var afterCommit: UInt64
+        var head: Head
+        var record: Record
+    }
+
+    /// The head the last commit wrote, if this process knows it.
+    var knownHead: KnownHead? { lastHead.withLock { $0 } }
+
     /// What a write, undo or redo returns from its store transaction: its result, and the change
-    /// to deliver (numbered by its change count) when it changed something.
+    /// to deliver (numbered by its change count) when it changed something, with the head it wrote.
     struct Committed<T> {
         var result: T
         var change: (number: UInt64, change: PendingChange)?
+        var head: KnownHead?
 
         init(result: T) {
             self.result = result
         }
 
-        init(result: T, change: PendingChange, number: UInt64) {
+        /// `head` was written in the transaction over `transaction`'s base: the commit after it.
+        init(result: T, change: PendingChange, head: Head, in transaction: Transaction) {
             self.result = result
-            self.change = (number, change)
+            self.change = (head.changeCount, change)
+            self.head = transaction.baseSequence.map { KnownHead(afterCommit: $0 + 1, head: head, record: head.record) }
         }
     }
 
@@ -98,6 +115,10 @@ final class SharedState: Sendable {
     }
 
     private func end<T>(_ committed: Result<Committed<T>, any Error>) throws -> T {
+        if let head = (try? committed.get())?.head {
+            // Of two writers ending out of order, the later commit's head is the one still current.
+            lastHead.withLock { if ($0?.afterCommit ?? 0) < head.afterCommit { $0 = head } }
+        }
         finish((try? committed.get())?.change)
         return try committed.get().result
     }
