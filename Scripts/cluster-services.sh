@@ -123,10 +123,13 @@ start_s3() {
 {"identities":[{"name":"contentstore","credentials":[{"accessKey":"$S3_ACCESS_KEY","secretKey":"$S3_SECRET_KEY"}],"actions":["Admin","Read","Write","List","Tagging"]}]}
 JSON
     # Telemetry off (no traffic leaves the machine); side servers (Iceberg, Lance) off; no bucket
-    # auto-creation, so the client's own create-if-missing is what makes the bucket.
+    # auto-creation, so the client's own create-if-missing is what makes the bucket. A fixed volume
+    # count: weed's automatic one (-volume.max=1000) is free disk ÷ the volume limit, and each test
+    # bucket takes 7 volumes (~150 at once in a full run), so a machine with under ~10 GB free ran
+    # out ("No writable volumes") although the volumes, sparse files, hold a few MB.
     nohup "$WEED" server -dir="$dir/s3/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
         -master.port="${ports[0]}" -master.port.grpc="${ports[1]}" -master.telemetry=false \
-        -master.volumeSizeLimitMB=64 -volume.max=0 \
+        -master.volumeSizeLimitMB=64 -volume.max=1000 \
         -volume.port="${ports[2]}" -volume.port.grpc="${ports[3]}" \
         -filer.port="${ports[4]}" -filer.port.grpc="${ports[5]}" -filer.localSocket="$dir/s3/filer.sock" \
         -s3 -s3.port="${ports[6]}" -s3.port.grpc="${ports[7]}" -s3.config="$dir/s3/identities.json" \
