@@ -199,8 +199,6 @@ final class CanonicalJSONWriter: Encoder {
         bytes.append(contentsOf: text.utf8)
     }
 
-    /// A string, quoted, escaped as `JSONEncoder` escapes with `.withoutEscapingSlashes`: `"`, `\`
-    /// and the control characters, named where JSON has a name, else `\u00xx` in lowercase hex.
     /// A UUID's `uuidString`, quoted: hex digits and dashes, which need no escaping.
     func writeUUID(_ uuid: UUID) {
         bytes.append(UInt8(ascii: "\""))
@@ -210,6 +208,8 @@ final class CanonicalJSONWriter: Encoder {
         bytes.append(UInt8(ascii: "\""))
     }
 
+    /// A string, quoted, escaped as `JSONEncoder` escapes with `.withoutEscapingSlashes`: `"`, `\`
+    /// and the control characters, named where JSON has a name, else `\u00xx` in lowercase hex.
     func writeString(_ string: String) {
         bytes.append(UInt8(ascii: "\""))
         var string = string
