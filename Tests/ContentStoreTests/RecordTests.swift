@@ -31,6 +31,36 @@ import TestThreads
         #expect(record == Record())
     }
 
+    /// The value lives inside the enum that tells the reference shapes apart: changing either one,
+    /// by assignment or in place, keeps the other, in every shape and across shape changes.
+    @Test(arguments: [0, 1, 2, 3])
+    func valueAndReferencesChangeIndependently(referenceCount: Int) {
+        let digests = (0 ..< 4).map { Digest.sha256(Data([UInt8($0)])) }
+        let large = Data(repeating: 7, count: 100)  // past Data's inline bytes: a buffer of its own
+        var record = Record(value: large, references: Array(digests.prefix(referenceCount)))
+        record.value.append(8)
+        #expect(record.value == large + [8])
+        #expect(record.references == Array(digests.prefix(referenceCount)))
+        record.references.append(digests[3])
+        #expect(record.value == large + [8])
+        #expect(record.references == Array(digests.prefix(referenceCount)) + [digests[3]])
+        record.references = []
+        #expect(record.value == large + [8])
+        record.value = Data("v".utf8)
+        record.references = [digests[0]]
+        #expect(record == Record(value: Data("v".utf8), onlyReference: digests[0]))
+        let copy = record
+        record.value.append(9)  // copy on write: the copy keeps its value
+        #expect(copy.value == Data("v".utf8))
+        #expect(record.value == Data("v".utf8) + [9])
+    }
+
+    /// A million records sit in the record tree's leaves, so their size is memory per record
+    /// (issue 19: ≤ 150 B per blob and record in all).
+    @Test func aRecordTakesFortyEightBytes() {
+        #expect(MemoryLayout<Record>.stride == 48)
+    }
+
     @Test func transactionSeesItsOwnWritesAndCommitsAtomically() throws {
         let dir = TemporaryDirectory()
         let store = try Store(at: dir.store, configuration: .testing())

@@ -131,8 +131,13 @@ final class UnsafeDigestBuffer: @unchecked Sendable {
 
 /// Resident memory of this process, from /proc/self/status.
 public enum ResidentMemory {
-    /// VmRSS in bytes.
+    /// VmRSS in bytes: ``anonymous`` plus ``fileBacked`` (plus shared memory, which we do not use).
     public static var current: Int { field("VmRSS:") }
+    /// RssAnon in bytes: the process's own memory (heap, stacks), what its data structures take.
+    public static var anonymous: Int { field("RssAnon:") }
+    /// RssFile in bytes: pages of mapped files, mostly the code of the program and its libraries
+    /// the process has run so far.
+    public static var fileBacked: Int { field("RssFile:") }
     /// VmHWM (peak RSS since start or the last ``resetPeak()``) in bytes.
     public static var peak: Int { field("VmHWM:") }
 

@@ -117,22 +117,26 @@ func resourceUsage() -> (user: Double, system: Double, minorFaults: Int, majorFa
 }
 
 /// Child process: opens the store, prints "seconds cpuSeconds rssBytes userSeconds systemSeconds
-/// minorFaults majorFaults" (resident memory the open added; the rest spent by the open alone).
+/// minorFaults majorFaults anonymousBytes fileBytes" (resident memory the open added, all of it and
+/// split into the process's own memory and mapped files' pages; the rest spent by the open alone).
 func openOnce(_ path: String) throws {
-    let before = ResidentMemory.current
+    let (before, anonymousBefore, fileBefore) = (ResidentMemory.current, ResidentMemory.anonymous, ResidentMemory.fileBacked)
     let usage = resourceUsage()
     let started = monotonicNanoseconds()
     let store = try Store(at: URL(fileURLWithPath: path), configuration: configuration())
     let seconds = Double(monotonicNanoseconds() - started) / 1e9
     let used = resourceUsage()
-    let after = ResidentMemory.current
+    let (after, anonymousAfter, fileAfter) = (ResidentMemory.current, ResidentMemory.anonymous, ResidentMemory.fileBacked)
     try store.close()
     print(seconds, used.user + used.system - usage.user - usage.system, after - before, used.user - usage.user, used.system - usage.system,
-          used.minorFaults - usage.minorFaults, used.majorFaults - usage.majorFaults)
+          used.minorFaults - usage.minorFaults, used.majorFaults - usage.majorFaults, anonymousAfter - anonymousBefore, fileAfter - fileBefore)
 }
 
 struct OpenMeasurement {
     var seconds: Double, cpu: Double, rss: Int, user: Double, system: Double, minorFaults: Int, majorFaults: Int
+    /// The part of `rss` that is the process's own memory (the index and records), and the part that
+    /// is mapped files' pages (code of the engine and its libraries run for the first time).
+    var anonymous: Int, fileBacked: Int
 }
 
 /// Evicts the store's files from the page cache (POSIX_FADV_DONTNEED on each, after syncing it):
@@ -161,12 +165,13 @@ func measureOpen(_ path: String) throws -> OpenMeasurement {
     let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     process.waitUntilExit()
     let fields = output.split(whereSeparator: \.isWhitespace)
-    guard process.terminationStatus == 0, fields.count == 7, let seconds = Double(fields[0]), let cpu = Double(fields[1]),
+    guard process.terminationStatus == 0, fields.count == 9, let seconds = Double(fields[0]), let cpu = Double(fields[1]),
           let rss = Int(fields[2]), let user = Double(fields[3]), let system = Double(fields[4]), let minor = Int(fields[5]),
-          let major = Int(fields[6]) else {
+          let major = Int(fields[6]), let anonymous = Int(fields[7]), let fileBacked = Int(fields[8]) else {
         throw SystemCallError(call: "open-once", path: path, code: EIO)
     }
-    return OpenMeasurement(seconds: seconds, cpu: cpu, rss: rss, user: user, system: system, minorFaults: minor, majorFaults: major)
+    return OpenMeasurement(seconds: seconds, cpu: cpu, rss: rss, user: user, system: system, minorFaults: minor, majorFaults: major,
+                           anonymous: anonymous, fileBacked: fileBacked)
 }
 
 /// Makes every file under `path` durable, so that write-back of a copy just made does not run
@@ -220,7 +225,7 @@ let options = Options.parseOrExit()
 var stores: [Int: String] = [:]
 for size in options.sizes { stores[size] = try cachedStore(blobs: size) }
 
-var opens: [Int: [Double]] = [:], openCPU: [Int: [Double]] = [:], rss: [Int: [Double]] = [:]
+var opens: [Int: [Double]] = [:], openCPU: [Int: [Double]] = [:], rss: [Int: [Double]] = [:], anonymousRSS: [Int: [Double]] = [:]
 var collections: [Int: [Double]] = [:], collectionCPU: [Int: [Double]] = [:], puts: [Int: [Double]] = [:]
 for round in 1 ... options.rounds {
     // Sizes alternate their order by round, so a drift in the machine's load does not favour one.
@@ -229,11 +234,14 @@ for round in 1 ... options.rounds {
         if options.cold { evictFromPageCache(stores[size]!) }
         let open = try measureOpen(stores[size]!)
         let perEntry = Double(open.rss) / Double(size)
+        let anonymousPerEntry = Double(open.anonymous) / Double(size), filePerEntry = Double(open.fileBacked) / Double(size)
         opens[size, default: []].append(open.seconds)
         openCPU[size, default: []].append(open.cpu)
         rss[size, default: []].append(perEntry)
-        var line = String(format: "round %d  %9d blobs  open %.3f s (CPU %.3f s: user %.3f, system %.3f; %d page faults, %d major)  RSS %.0f B per blob+record",
-                          round, size, open.seconds, open.cpu, open.user, open.system, open.minorFaults, open.majorFaults, perEntry)
+        anonymousRSS[size, default: []].append(anonymousPerEntry)
+        var line = String(format: "round %d  %9d blobs  open %.3f s (CPU %.3f s: user %.3f, system %.3f; %d page faults, %d major)  RSS %.0f B per blob+record (own memory %.1f B, code and mapped files %.1f B)",
+                          round, size, open.seconds, open.cpu, open.user, open.system, open.minorFaults, open.majorFaults, perEntry,
+                          anonymousPerEntry, filePerEntry)
         if !options.opensOnly {
             let gc = try measureCollection(stores[size]!, garbage: options.garbage, round: round)
             collections[size, default: []].append(gc.seconds)
@@ -247,8 +255,8 @@ for round in 1 ... options.rounds {
 }
 print("medians over \(options.rounds) rounds:")
 for size in options.sizes {
-    var line = String(format: "  %9d blobs  open %.3f s (CPU %.3f s)  RSS %.0f B per blob+record", size, median(opens[size]!),
-                      median(openCPU[size]!), median(rss[size]!))
+    var line = String(format: "  %9d blobs  open %.3f s (CPU %.3f s)  RSS %.0f B per blob+record (own memory %.1f B)", size, median(opens[size]!),
+                      median(openCPU[size]!), median(rss[size]!), median(anonymousRSS[size]!))
     if !options.opensOnly {
         line += String(format: "  gc %.3f s (CPU %.3f s)  first puts %.3f s", median(collections[size]!), median(collectionCPU[size]!),
                        median(puts[size]!))
