@@ -88,10 +88,7 @@ import TestThreads
     @Test(arguments: [false, true])
     func aFlippedBitInASmallFrameIsCorruptedNeverWrongBytes(verifiesReads: Bool) throws {
         let dir = TemporaryDirectory()
-        let blocks = SmallBlobDictionaryTests.blocks(SmallBlobDictionaryTests.trainingBlocks + 1)
-        let store = try Store(at: dir.store, configuration: SmallBlobDictionaryTests.configuration())
-        let digests = try SmallBlobDictionaryTests.putTrainingSample(blocks.dropLast(), into: store) + [store.put(blocks.last!)]
-        try store.close()
+        let (blocks, digests) = try SmallBlobDictionaryTests.storeWithABlobAfterTheSample(dir)
         let entry = try SmallBlobDictionaryTests.packEntry(dir, digests.last!)
         #expect(entry.header.usesDictionary)
         try flipBit(in: URL(fileURLWithPath: entry.path), at: Int(entry.offset) + PackFormat.entryHeaderSize + entry.payload.count / 2, bit: 3)
