@@ -156,6 +156,30 @@ import TestThreads
         try store.close()
     }
 
+    /// Thousands of gets through a cache of sixteen items, each miss inserting: every hit returns
+    /// the blob of its own digest (the map follows each slot the ring's removals move), and the
+    /// accounted bytes are exactly the held items'.
+    @Test func churnThroughASmallCacheKeepsEveryDigestOnItsOwnBlob() {
+        let cache = BlobCache(capacity: Self.sixteenItems(of: 103))
+        let blobs = (0 ..< 500).map { Data(repeating: UInt8(truncatingIfNeeded: $0), count: 100) + Data("\($0)".utf8) }
+        let digests = blobs.map { Digest.sha256($0) }
+        var random = SeededRandom(seed: 9)
+        var (hits, wrong) = (0, 0)
+        for _ in 0 ..< 5000 {
+            let index = Int(random.next() % UInt64(blobs.count))
+            if let hit = cache.blob(digests[index]) {
+                hits += 1
+                if hit != blobs[index] { wrong += 1 }
+            } else {
+                cache.insert(blobs[index], for: digests[index])
+            }
+        }
+        #expect(wrong == 0 && hits > 0, "\(wrong) of \(hits) hits returned another blob")
+        let held = blobs.indices.filter { cache.blob(digests[$0]) == blobs[$0] }
+        #expect(held.count >= 15)
+        #expect(cache.bytes == held.reduce(0) { $0 + blobs[$1].count + BlobCache.itemOverhead })
+    }
+
     @Test func evictionSparesABlobGotSinceTheHandLastPassed() {
         let cache = BlobCache(capacity: Self.sixteenItems(of: 100))
         let digests = (0 ..< 17).map { Digest.sha256(Data("blob \($0)".utf8)) }

@@ -34,6 +34,16 @@ import TestThreads
         return digests
     }
 
+    /// A closed store in `dir` holding the training sample and one small blob after it, which the
+    /// dictionary compressed; the blocks and their digests, that blob's last.
+    static func storeWithABlobAfterTheSample(_ dir: TemporaryDirectory) throws -> (blocks: [Data], digests: [Digest]) {
+        let blocks = Self.blocks(Self.trainingBlocks + 1)
+        let store = try Store(at: dir.store, configuration: Self.configuration())
+        let digests = try Self.putTrainingSample(blocks.dropLast(), into: store) + [store.put(blocks.last!)]
+        try store.close()
+        return (blocks, digests)
+    }
+
     static func entry(_ store: Store, _ digest: Digest) throws -> BlobEntry {
         try #require(store.core.withLock { $0.state.blobs[digest] })
     }
@@ -243,10 +253,7 @@ import TestThreads
     @Test(arguments: [false, true])
     func aDamagedDictionaryIsCorruptedNeverWrongBytes(verifiesReads: Bool) throws {
         let dir = TemporaryDirectory()
-        let blocks = Self.blocks(Self.trainingBlocks + 1)
-        let store = try Store(at: dir.store, configuration: Self.configuration())
-        let digests = try Self.putTrainingSample(blocks.dropLast(), into: store) + [store.put(blocks.last!)]
-        try store.close()
+        let (blocks, digests) = try Self.storeWithABlobAfterTheSample(dir)
         let dictionary = try #require(try ChunkDictionaryTests.packEntries(dir.store).first { $0.header.isDictionary })
         try flipBit(in: URL(fileURLWithPath: dictionary.path), at: Int(dictionary.offset) + PackFormat.entryHeaderSize + 100, bit: 2)
 

@@ -21,6 +21,9 @@ extension LocalEngine {
     func get(_ digest: Digest) throws -> Data {
         try checkOpen()
         metrics.got()
+        // Both the read cache's lookup and the index's (a hit's `contains`, a miss's `locate`) wait
+        // on memory in a large store; started first, the index's overlaps the cache's.
+        if cache.capacity > 0 { core.withLock { $0.state.blobs.prefetch(digest) } }
         // A hit counts only while the index holds the blob: a collected blob is notFound, cached or not.
         if let cached = cache.blob(digest), contains(digest) { metrics.readCacheHit(); return cached }
         let (entry, file) = try locate(digest)

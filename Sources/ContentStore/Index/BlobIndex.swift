@@ -70,6 +70,9 @@ struct BlobIndex: Sendable {
 
     subscript(digest: Digest) -> BlobEntry? { entries[digest] }
 
+    /// Starts fetching the memory a lookup of `digest` reads (``DigestTable/prefetch(_:)``).
+    func prefetch(_ digest: Digest) { entries.prefetch(digest) }
+
     /// Records a blob written to a pack, or moved to another: a new blob starts unreferenced.
     mutating func place(_ placement: LogRecord.BlobPlacement) {
         if var entry = entries[placement.digest] {

@@ -184,17 +184,110 @@ package enum Zstd {
         deinit { ZSTD_freeCDict(pointer) }
     }
 
-    /// A dictionary prepared for decompressing (a `ZSTD_DDict`, shareable between threads).
+    /// A dictionary prepared for decompressing (a `ZSTD_DDict`, shareable between threads), and the
+    /// ``Window``s that decode small frames made with it.
     final class DecompressionDictionary: Sendable {
         nonisolated(unsafe) fileprivate let pointer: OpaquePointer
+        /// The dictionary's bytes, which each window starts with.
+        private let bytes: [UInt8]
+        /// Idle windows, and how many exist (idle or decoding).
+        private let windows = Mutex<(idle: [Window], made: Int)>(([], 0))
 
         /// Nil when zstd cannot load `bytes` as a dictionary.
         init?(_ bytes: UnsafeRawBufferPointer) {
             guard let pointer = ZSTD_createDDict(bytes.baseAddress, bytes.count) else { return nil }
             self.pointer = pointer
+            self.bytes = Array(bytes)
         }
 
-        deinit { ZSTD_freeDDict(pointer) }
+        deinit {
+            ZSTD_freeDDict(pointer)
+            // A decode holds the dictionary, so every window is idle by now.
+            windows.withLock { $0.idle.forEach { $0.free() } }
+        }
+
+        /// Outputs up to this long are decoded in a window: small whole blobs (16 KiB at most,
+        /// the size the engine compresses with a small-blob dictionary) and the short last
+        /// chunks of chunked blobs.
+        static let windowOutputCapacity = 16 << 10
+
+        /// Windows made at most per dictionary: as many decodes at once as this machine class has
+        /// cores. A decode that finds none idle goes the usual way (extDict), only slower; each
+        /// window costs the dictionary's size, its decoding tables and a context (~250 KiB for a
+        /// 110 KiB dictionary).
+        static let windowsPerDictionary = 2
+
+        /// Dictionaries up to this size get windows: the small-blob dictionary (110 KiB) and chunk
+        /// dictionaries as small. A larger one (chunk dictionaries reach 1 MiB) would cost its size
+        /// twice over per window, for the few short last chunks that decode in one.
+        static let windowDictionaryMaximumSize = 128 << 10
+
+        /// An idle window, made if fewer than ``windowsPerDictionary`` exist; nil when all are busy,
+        /// the dictionary is too large for windows, or zstd cannot make one.
+        fileprivate func takeWindow() -> Window? {
+            guard bytes.count <= Self.windowDictionaryMaximumSize else { return nil }
+            return windows.withLock { windows -> Window? in
+                if let window = windows.idle.popLast() { return window }
+                guard windows.made < Self.windowsPerDictionary, let window = Window(dictionary: bytes) else { return nil }
+                windows.made += 1
+                return window
+            }
+        }
+
+        fileprivate func putBack(_ window: Window) {
+            windows.withLock { $0.idle.append(window) }
+        }
+    }
+
+    /// A buffer holding a dictionary's bytes followed by room for a small output, with a `ZSTD_DDict`
+    /// that references those bytes in place and a context of its own. A frame decoded into the room
+    /// finds the dictionary right before its output, as if it were earlier output of the same frame
+    /// (zstd's contiguous prefix), so a match into the dictionary is copied inline like any other;
+    /// decoded with the dictionary elsewhere (extDict), each such match is a `memmove` call of its
+    /// own: 12.5% of a 4 KiB text block's read went there (Docs/benchmarks/analysis.md §46). The
+    /// output is then copied out, a few hundred nanoseconds less than the calls it saves.
+    fileprivate struct Window: @unchecked Sendable {
+        let buffer: UnsafeMutableRawBufferPointer
+        let dictionarySize: Int
+        let tables: OpaquePointer
+        /// Its own context: one that saw another window's dictionary last would treat this one as
+        /// cold (zstd prefetches a cold dictionary's tables and content on every frame).
+        let context: OpaquePointer
+
+        init?(dictionary: [UInt8]) {
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: dictionary.count + DecompressionDictionary.windowOutputCapacity,
+                                                                alignment: 64)
+            dictionary.withUnsafeBytes { buffer.copyMemory(from: $0) }
+            let allocator = ZSTD_customMem(customAlloc: nil, customFree: nil, opaque: nil)
+            guard let tables = ZSTD_createDDict_advanced(buffer.baseAddress, dictionary.count, ZSTD_dlm_byRef, ZSTD_dct_auto, allocator) else {
+                buffer.deallocate()
+                return nil
+            }
+            guard let context = ZSTD_createDCtx() else {
+                ZSTD_freeDDict(tables)
+                buffer.deallocate()
+                return nil
+            }
+            self.buffer = buffer
+            dictionarySize = dictionary.count
+            self.tables = tables
+            self.context = context
+        }
+
+        /// Decodes `source` right after the dictionary and copies the blob into `destination`;
+        /// zstd's result (bytes written, or an error code).
+        func decompress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) -> Int {
+            let output = UnsafeMutableRawBufferPointer(rebasing: buffer[dictionarySize ..< dictionarySize + destination.count])
+            let written = ZSTD_decompress_usingDDict(context, output.baseAddress, output.count, source.baseAddress, source.count, tables)
+            if ZSTD_isError(written) == 0 { destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: output[0 ..< written])) }
+            return written
+        }
+
+        func free() {
+            ZSTD_freeDCtx(context)
+            ZSTD_freeDDict(tables)
+            buffer.deallocate()
+        }
     }
 
     struct DecompressionFailed: Error, CustomStringConvertible {
@@ -260,6 +353,20 @@ package enum Zstd {
         }
     }
 
+    /// zstd's result of decoding `source` into `destination`: in a window of the dictionary when the
+    /// output is small and one is idle, else with a pooled context.
+    private static func decode(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer,
+                               dictionary: DecompressionDictionary?) -> Int {
+        if let dictionary, destination.count <= DecompressionDictionary.windowOutputCapacity, let window = dictionary.takeWindow() {
+            defer { dictionary.putBack(window) }
+            return window.decompress(source, into: destination)
+        }
+        let context = decompressors.withLock { $0.popLast() } ?? Context(pointer: ZSTD_createDCtx()!)
+        defer { decompressors.withLock { $0.append(context) } }
+        return ZSTD_decompress_usingDDict(context.pointer, destination.baseAddress, destination.count, source.baseAddress, source.count,
+                                          dictionary?.pointer)
+    }
+
     private static func makeStreamingDecompressor() -> Context? {
         guard let pointer = ZSTD_createDCtx() else { return nil }
         guard ZSTD_isError(ZSTD_DCtx_setParameter(pointer, ZSTD_d_experimentalParam2, 1)) == 0 else {  // ZSTD_d_stableOutBuffer
@@ -273,10 +380,7 @@ package enum Zstd {
     /// With `dictionary`, the frame must have been compressed with it.
     static func decompress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer,
                            dictionary: DecompressionDictionary? = nil) throws {
-        let context = decompressors.withLock { $0.popLast() } ?? Context(pointer: ZSTD_createDCtx()!)
-        defer { decompressors.withLock { $0.append(context) } }
-        let written = ZSTD_decompress_usingDDict(context.pointer, destination.baseAddress, destination.count, source.baseAddress, source.count,
-                                                 dictionary?.pointer)
+        let written = decode(source, into: destination, dictionary: dictionary)
         if ZSTD_isError(written) != 0 {
             throw DecompressionFailed(description: String(cString: ZSTD_getErrorName(written)))
         }
