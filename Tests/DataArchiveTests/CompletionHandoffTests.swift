@@ -11,16 +11,40 @@ import Glibc
 import Darwin
 #endif
 
-/// A completion that runs `body`, holding the claim of its own lane of `executor`.
-private final class TestCompletion: HandedCompletion, @unchecked Sendable {
-    private let body: @Sendable () -> Void
+/// A completion that runs `body`.
+private struct TestCompletion: Completion {
+    let body: @Sendable () -> Void
+    func run() { body() }
+}
 
-    init(_ executor: LaneExecutor<Lane, ClosureJob>, _ lane: Lane, _ body: @escaping @Sendable () -> Void) {
-        self.body = body
-        super.init(completions: executor, claim: executor.claimIfIdle(lane)!)
-    }
+/// Four words, a completion's payload that fits in the slot's line beside a handler.
+private struct Words: Sendable {
+    var a, b, c, d: UInt32
+}
 
-    override func run() { body() }
+/// Words and two more, which with a handler does not fit.
+private struct LargeWords: Sendable {
+    var words: Words
+    var e, f: UInt64
+}
+
+/// Hands its words to its handler.
+private struct WordsCompletion<W: Sendable>: Completion {
+    let words: W
+    let handler: @Sendable (W) -> Void
+    func run() { handler(words) }
+}
+
+/// A count shared between threads.
+private final class Counter: Sendable {
+    let value = Atomic<Int>(0)
+}
+
+/// Counts its deinitializations in `deinits`.
+private final class Tracked: Sendable {
+    private let deinits: Counter
+    init(_ deinits: Counter) { self.deinits = deinits }
+    deinit { deinits.value.add(1, ordering: .sequentiallyConsistent) }
 }
 
 /// The threads running a caller's loop of archive calls. Between its calls a loop runs only its own
@@ -54,14 +78,23 @@ private final class CallingThreads: Sendable {
 
     /// Hands `body` over on a new lane, retrying while the shared thread is busy with another
     /// test's completion (each refused one ends its claim, as a caller falling back to the queue does).
-    private func handOffWhenFree(_ body: @escaping @Sendable () -> Void) -> (TestCompletion, Lane) {
+    private func handOffWhenFree<C: Completion>(_ completion: C) -> (HandedCompletion<C>, Lane) {
         while true {
             let lane = Lane.newReader()
-            let completion = TestCompletion(executor, lane, body)
-            if CompletionHandoff.shared.handOff(completion) { return (completion, lane) }
-            executor.release(completion.claim)
+            let claim = executor.claimIfIdle(lane)!
+            if let handed = CompletionHandoff.shared.handOff(completion, claim: claim) { return (handed, lane) }
+            executor.release(claim)
             usleep(100)
         }
+    }
+
+    private func handOffWhenFree(_ body: @escaping @Sendable () -> Void) -> (HandedCompletion<TestCompletion>, Lane) {
+        handOffWhenFree(TestCompletion(body: body))
+    }
+
+    /// Waits for `handed` briefly, ending its claim in this suite's executor.
+    private func waitBriefly<C: Completion>(_ handed: HandedCompletion<C>) {
+        handed.waitBriefly(releasingIn: executor)
     }
 
     /// A caller that finds the thread asleep wakes it before its read. Woken with nothing to run
@@ -88,7 +121,7 @@ private final class CallingThreads: Sendable {
             if pthread_equal(pthread_self(), caller) != 0 { onCaller.store(true, ordering: .relaxed) }
             ran.add(1, ordering: .sequentiallyConsistent)
         }
-        handoff.waitBriefly(completion)
+        waitBriefly(completion)
         #expect(eventually { ran.load(ordering: .sequentiallyConsistent) == 1 })
         executor.waitUntilFinished(through: executor.lastTicket)
         usleep(2_000)
@@ -118,13 +151,13 @@ private final class CallingThreads: Sendable {
             var acceptedHere = 0
             for _ in 0 ..< attempts {
                 let lane = Lane.newReader()
-                let completion = TestCompletion(executor, lane, body)
-                if CompletionHandoff.shared.handOff(completion) {
+                let claim = executor.claimIfIdle(lane)!
+                if let handed = CompletionHandoff.shared.handOff(TestCompletion(body: body), claim: claim) {
                     acceptedHere += 1
-                    CompletionHandoff.shared.waitBriefly(completion)
+                    handed.waitBriefly(releasingIn: executor)
                     lanes.withLock { $0.append(lane) }
                 } else {
-                    executor.release(completion.claim)
+                    executor.release(claim)
                 }
             }
             // Under load the thread can be busy for every attempt (another test's handler, or this
@@ -133,7 +166,7 @@ private final class CallingThreads: Sendable {
             if acceptedHere == 0 {
                 let (completion, lane) = handOffWhenFree(body)
                 acceptedHere += 1
-                CompletionHandoff.shared.waitBriefly(completion)
+                completion.waitBriefly(releasingIn: executor)
                 lanes.withLock { $0.append(lane) }
             }
             accepted.add(acceptedHere, ordering: .relaxed)
@@ -142,7 +175,7 @@ private final class CallingThreads: Sendable {
         let drained = DispatchSemaphore(value: 0)
         let (last, _) = handOffWhenFree { drained.signal() }
         drained.wait()
-        CompletionHandoff.shared.waitBriefly(last)
+        waitBriefly(last)
         let acceptedCount = accepted.load(ordering: .relaxed), ranCount = ran.load(ordering: .relaxed)
         #expect(acceptedCount >= threads)
         #expect(ranCount == acceptedCount)
@@ -167,10 +200,10 @@ private final class CallingThreads: Sendable {
             order.withLock { $0.append("handler") }
         }
         started.wait()
-        let refused = TestCompletion(executor, Lane.newReader(), {})
-        #expect(!CompletionHandoff.shared.handOff(refused))
-        executor.release(refused.claim)
-        CompletionHandoff.shared.waitBriefly(blocked)           // returns: the handler is still blocked
+        let refusedClaim = executor.claimIfIdle(Lane.newReader())!
+        #expect(CompletionHandoff.shared.handOff(TestCompletion(body: {}), claim: refusedClaim) == nil)
+        executor.release(refusedClaim)
+        waitBriefly(blocked)           // returns: the handler is still blocked
         executor.submit(lane) {
             order.withLock { $0.append("queued") }
             queued.signal()
@@ -189,12 +222,92 @@ private final class CallingThreads: Sendable {
     @Test func aCallerThatSawItsHandlerRunEndsTheClaim() {
         let ran = Atomic<Bool>(false)
         let (completion, lane) = handOffWhenFree { ran.store(true, ordering: .releasing) }
-        CompletionHandoff.shared.waitBriefly(completion)
+        waitBriefly(completion)
         // The handler ran within the caller's spin unless the thread was descheduled for all of
         // it; either way exactly one side ends the claim, and once the handler ran the lane is idle.
         while !ran.load(ordering: .acquiring) { usleep(100) }
         executor.waitUntilFinished(through: executor.lastTicket)
         #expect(executor.claimIfIdle(lane) != nil)
+    }
+
+    /// A caller can stop waiting before the thread has even woken (a wake-up takes longer than
+    /// the caller's spin on a loaded machine): its completion still runs, once, and its claim ends.
+    /// Each round hands a completion to the thread asleep, which is when that happens.
+    @Test func aCompletionAbandonedBeforeTheThreadWokeStillRuns() {
+        let handoff = CompletionHandoff.shared
+        for _ in 0 ..< 20 {
+            for _ in 0 ..< 5_000 where !handoff.isAsleep { usleep(1_000) }
+            let ran = DispatchSemaphore(value: 0)
+            let (handed, lane) = handOffWhenFree { ran.signal() }
+            waitBriefly(handed)
+            #expect(ran.wait(timeout: .now() + 5) == .success)
+            // The thread may end the claim just after the handler signalled. A claim taken to look
+            // is given back, so that the next round's lanes are all this test has claimed.
+            var idle = false
+            for _ in 0 ..< 5_000 where !idle {
+                if let claim = executor.claimIfIdle(lane) {
+                    executor.release(claim)
+                    idle = true
+                } else {
+                    usleep(1_000)
+                }
+            }
+            #expect(idle)
+        }
+    }
+
+    /// A completion travels in the slot's cache line when it fits and in a box when it does not;
+    /// either way the handler sees every byte its caller gave it.
+    @Test func aCompletionArrivesWholeInTheSlotsLineOrInABox() {
+        let fits = Words(a: 0x0101_0101, b: 0x0202_0202, c: 0x0303_0303, d: 0x0404_0404)
+        let large = LargeWords(words: fits, e: 0x0505_0505, f: 0x0606_0606)
+        #expect(MemoryLayout<WordsCompletion<Words>>.size <= CompletionHandoff.inlineCapacity)
+        #expect(MemoryLayout<WordsCompletion<LargeWords>>.size > CompletionHandoff.inlineCapacity)
+        let seen = Mutex<[String]>([])
+        let (small, _) = handOffWhenFree(WordsCompletion(words: fits) { words in seen.withLock { $0.append("\(words)") } })
+        waitBriefly(small)
+        let (boxed, _) = handOffWhenFree(WordsCompletion(words: large) { words in seen.withLock { $0.append("\(words)") } })
+        waitBriefly(boxed)
+        executor.waitUntilFinished(through: executor.lastTicket)
+        #expect(seen.withLock { $0 } == ["\(fits)", "\(large)"])
+    }
+
+    /// The slot's copy of a completion never owns what it refers to: what a handler captured is
+    /// released exactly once, by the caller once it saw the handler run, or by the thread after a
+    /// handler that outlasted the caller's wait.
+    @Test func whatACompletionCarriesIsReleasedOnceOnBothPaths() {
+        let deinits = Counter()
+        weak var waited: Tracked?
+        do {
+            let tracked = Tracked(deinits)
+            waited = tracked
+            let (handed, _) = handOffWhenFree { withExtendedLifetime(tracked) {} }
+            waitBriefly(handed)
+        }
+        executor.waitUntilFinished(through: executor.lastTicket)
+        // Released by the caller, or by the thread if it was descheduled past the caller's wait.
+        for _ in 0 ..< 5_000 where waited != nil { usleep(1_000) }
+        #expect(waited == nil)
+        #expect(deinits.value.load(ordering: .sequentiallyConsistent) == 1)
+
+        let release = DispatchSemaphore(value: 0), finished = DispatchSemaphore(value: 0)
+        weak var abandoned: Tracked?
+        do {
+            let tracked = Tracked(deinits)
+            abandoned = tracked
+            let (handed, _) = handOffWhenFree {
+                release.wait()
+                withExtendedLifetime(tracked) {}
+                finished.signal()
+            }
+            waitBriefly(handed)                // gives up: the handler is blocked
+        }
+        #expect(abandoned != nil)              // the thread keeps it for the running handler
+        release.signal()
+        finished.wait()
+        for _ in 0 ..< 5_000 where abandoned != nil { usleep(1_000) }
+        #expect(abandoned == nil)
+        #expect(deinits.value.load(ordering: .sequentiallyConsistent) == 2)
     }
 
     /// Many threads call gets and sets on one shared key and on keys of their own, as fast as they

@@ -87,17 +87,19 @@ extension ArchiveEngine {
     }
 
     /// Runs `read` on `lane` after everything called before it there, then hands its result to
-    /// `read.deliver` on the same lane of `completions` (never on the caller's stack). When nothing
+    /// `read`'s delivery on the same lane of `completions` (never on the caller's stack). When nothing
     /// is queued or running on the lane, the read runs at once on the calling thread, and the
     /// completion goes to the hand-off thread when it is free (``readPromptly(on:_:)``).
     func read<Read: CallbackRead>(on lane: Lane, _ read: Read) {
-        // The completion is handed on before the lane is released, so it precedes those of later calls.
-        let ran = operations.runIfIdle(lane) {
-            readPromptly(on: lane, read)
+        guard let claim = operations.claimIfIdle(lane) else {
+            return perform(on: lane, { read.read($0) }, deliver: { read.delivery(of: $0).runCopy() })
         }
-        guard let ran else { return perform(on: lane, { read.read($0) }, deliver: { read.deliver($0) }) }
+        // The completion is handed on before the lane is released, so it precedes those of later calls.
+        let handed = readPromptly(on: lane, read)
+        operations.release(claim)
         // Waited for after the lane is released: the operations called meanwhile need not wait too.
-        if let ran { CompletionHandoff.shared.waitBriefly(ran) }
+        // (Called through the optional, not bound by `if let`: a binding copies the completion.)
+        handed?.waitBriefly(releasingIn: completions)
     }
 
     /// Runs `operation` on `lane` as ``read(on:_:)`` does, handing its result to `deliver`.
@@ -107,23 +109,23 @@ extension ArchiveEngine {
         read(on: lane, ClosureRead(body: operation, handler: deliver))
     }
 
-    /// Reads on the calling thread, which holds `lane`, and hands the result to `read.deliver` as
+    /// Reads on the calling thread, which holds `lane`, and hands the result to `read`'s delivery as
     /// the next completion of `lane`: on the hand-off thread when the lane has no completion queued
     /// or running and the thread is free (returned, for the caller to wait for briefly), else queued
     /// on `completions`. Either way it runs after the lane's earlier completions and before its later
     /// ones, never on the caller's stack.
-    private func readPromptly<Read: CallbackRead>(on lane: Lane, _ read: Read) -> HandedCompletion? {
+    private func readPromptly<Read: CallbackRead>(on lane: Lane, _ read: Read) -> HandedCompletion<Read.Delivery>? {
         guard let claim = completions.claimIfIdle(lane) else {
-            let value = read.read(self)
-            completions.submit(lane) { read.deliver(value) }
+            let delivery = read.delivery(of: read.read(self))
+            completions.submit(lane) { delivery.runCopy() }
             return nil
         }
         // A sleeping hand-off thread wakes while the read runs, not after it.
         CompletionHandoff.shared.wakeIfAsleep()
-        let delivery = Delivery(read, read.read(self), completions: completions, claim: claim)
-        if CompletionHandoff.shared.handOff(delivery) { return delivery }
+        let delivery = read.delivery(of: read.read(self))
+        if let handed = CompletionHandoff.shared.handOff(delivery, claim: claim) { return handed }
         // Queued behind the claim, so it runs once the claim ends, before anything submitted later.
-        completions.submit(lane) { delivery.run() }
+        completions.submit(lane) { delivery.runCopy() }
         completions.release(claim)
         return nil
     }

@@ -5,29 +5,15 @@ import Foundation
 /// to the caller's completion handler on the key's completion lane.
 ///
 /// A value, so that a read run promptly on the caller's thread allocates nothing for itself: its
-/// result and it travel to the completion together in one ``Delivery``, the only allocation of
-/// the hand-off.
+/// ``Delivery`` (the handler and the result, without what only the read needed) is small enough to
+/// travel in the hand-off slot's own cache line (``CompletionHandoff``).
 protocol CallbackRead: Sendable {
     associatedtype Value: Sendable
+    associatedtype Delivery: Completion
     /// The store work; runs on the operation lane (the caller's thread or a worker).
     func read(_ engine: ArchiveEngine) -> Value
-    /// Hands `value` to the caller's handler; runs on the completion lane.
-    func deliver(_ value: Value)
-}
-
-/// A read's result and the read that delivers it, with the completion-lane claim it holds, as one
-/// object to hand over.
-final class Delivery<Read: CallbackRead>: HandedCompletion, @unchecked Sendable {
-    private let read: Read
-    private let value: Read.Value
-
-    init(_ read: Read, _ value: Read.Value, completions: LaneExecutor<Lane, ClosureJob>, claim: LaneExecutor<Lane, ClosureJob>.Claim) {
-        self.read = read
-        self.value = value
-        super.init(completions: completions, claim: claim)
-    }
-
-    override func run() { read.deliver(value) }
+    /// The call of the caller's handler with `value`, to run on the completion lane.
+    func delivery(of value: Value) -> Delivery
 }
 
 /// A read given as two closures, for the reads whose own cost dwarfs their allocations (`getAll`).
@@ -35,8 +21,14 @@ struct ClosureRead<Value: Sendable>: CallbackRead {
     let body: @Sendable (ArchiveEngine) -> Value
     let handler: @Sendable (Value) -> Void
 
+    struct Delivery: Completion {
+        let handler: @Sendable (Value) -> Void
+        let value: Value
+        mutating func run() { handler(value) }
+    }
+
     func read(_ engine: ArchiveEngine) -> Value { body(engine) }
-    func deliver(_ value: Value) { handler(value) }
+    func delivery(of value: Value) -> Delivery { Delivery(handler: handler, value: value) }
 }
 
 /// `DataArchive.get(key:completionHandler:)`: the key's current value, or nil.
@@ -44,14 +36,32 @@ struct CurrentValueRead: CallbackRead {
     let key: String
     let completionHandler: @Sendable (Data?, DataArchiveResult) -> Void
 
+    /// The handler and the result: 40 bytes, which fit in the hand-off slot's line (the key does
+    /// not). The value and the error are fields, not a `Result`: matching a `Result` copies the
+    /// value out, a retain and release of its storage on the hand-off thread, whose line the caller
+    /// then fetches back to release the value itself.
+    struct Delivery: Completion {
+        let completionHandler: @Sendable (Data?, DataArchiveResult) -> Void
+        let data: Data?
+        let error: (any Error)?
+
+        mutating func run() {
+            if let error {
+                completionHandler(nil, .storeFailure(error))
+            } else {
+                completionHandler(data, .success)
+            }
+        }
+    }
+
     func read(_ engine: ArchiveEngine) -> Result<Data?, any Error> {
         Result { try engine.current(forKey: key) }
     }
 
-    func deliver(_ value: Result<Data?, any Error>) {
+    func delivery(of value: Result<Data?, any Error>) -> Delivery {
         switch value {
-        case .success(let data): completionHandler(data, .success)
-        case .failure(let error): completionHandler(nil, .storeFailure(error))
+        case .success(let data): Delivery(completionHandler: completionHandler, data: data, error: nil)
+        case .failure(let error): Delivery(completionHandler: completionHandler, data: nil, error: error)
         }
     }
 }
@@ -68,7 +78,17 @@ struct ConvertedValueRead<T: ValueConverter>: CallbackRead {
         Result { try engine.current(forKey: key) }
     }
 
-    func deliver(_ value: Result<Data?, any Error>) {
+    /// The read itself (its key and converter) and the result; too large for the slot's line, so a
+    /// hand-off boxes it, as converting dwarfs the allocation.
+    struct Delivery: Completion {
+        let read: ConvertedValueRead
+        let value: Result<Data?, any Error>
+        mutating func run() { read.deliver(value) }
+    }
+
+    func delivery(of value: Result<Data?, any Error>) -> Delivery { Delivery(read: self, value: value) }
+
+    private func deliver(_ value: Result<Data?, any Error>) {
         switch value {
         case .success(nil):
             completionHandler(nil, .fileNotFound(engine.fileURL(forKey: key, index: 0)))
