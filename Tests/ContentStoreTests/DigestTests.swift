@@ -30,6 +30,18 @@ import TestThreads
         #expect(hasher.finalize() == Digest.sha256(input))
     }
 
+    /// The one-shot hash (no EVP context) against the incremental one (EVP), at every length across
+    /// the padding's boundaries (55, 56, 64 bytes and their multiples of the block).
+    @Test func oneShotHashingMatchesIncrementalAtEveryLengthAcrossBlocks() {
+        let input = (0 ..< 200).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 7) }
+        for count in 0 ... input.count {
+            var hasher = SHA256.Hasher()
+            input[..<count].withUnsafeBytes { hasher.update($0) }
+            let incremental = hasher.finalize()
+            #expect(Digest.sha256(Array(input[..<count])) == incremental, "length \(count)")
+        }
+    }
+
     @Test func hexRoundTripAndParsing() throws {
         let digest = Digest.sha256(Array("abc".utf8))
         #expect(Digest(hex: digest.hex) == digest)

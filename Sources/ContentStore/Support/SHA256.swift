@@ -5,10 +5,11 @@ package enum SHA256 {
     /// Fetched once: an implicit fetch on every call costs more than hashing a small blob.
     nonisolated(unsafe) private static let algorithm: OpaquePointer = EVP_MD_fetch(nil, "SHA256", nil) ?? EVP_sha256()
 
+    /// One-shot, with no EVP context: see `contentstore_sha256` in COpenSSLCrypto's shim.h.
     package static func hash(_ bytes: UnsafeRawBufferPointer) -> Digest {
-        var hasher = Hasher()
-        hasher.update(bytes)
-        return hasher.finalize()
+        var output: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &output) { contentstore_sha256(bytes.baseAddress, bytes.count, $0.baseAddress!.assumingMemoryBound(to: UInt8.self)) }
+        return withUnsafeBytes(of: output) { Digest(bytes: $0) }
     }
 
     /// An incremental hasher for content that arrives in pieces (streamed files, chunked blobs).
