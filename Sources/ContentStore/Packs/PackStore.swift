@@ -244,15 +244,20 @@ final class PackStore: Sendable {
     /// The leading entries that fit in `active` (at least one: an empty pack takes any entry), with
     /// the dictionaries they need that the pack lacks.
     private static func group(_ entries: ArraySlice<PackEntry>, fitting active: Active, sizeTarget: UInt64) -> ArraySlice<PackEntry> {
+        // Only dictionaries the pack lacks go in: a pack that has its dictionary (every small put
+        // but a pack's first) makes no set, whose storage would be an allocation per put.
         var added = Set<Digest>()
-        func length(_ entry: PackEntry) -> UInt64 {
+        func missing(_ entry: PackEntry) -> ChunkDictionary? {
             guard let dictionary = entry.dictionaryUse?.dictionary, active.dictionaries[dictionary.digest] == nil,
                   !added.contains(dictionary.digest)
-            else { return entry.length }
-            return entry.length + UInt64(dictionary.entry.count)
+            else { return nil }
+            return dictionary
+        }
+        func length(_ entry: PackEntry) -> UInt64 {
+            entry.length + UInt64(missing(entry)?.entry.count ?? 0)
         }
         func take(_ entry: PackEntry) {
-            if let dictionary = entry.dictionaryUse?.dictionary { added.insert(dictionary.digest) }
+            if let dictionary = missing(entry) { added.insert(dictionary.digest) }
         }
         var end = entries.startIndex + 1
         var size = active.size + length(entries[entries.startIndex])
