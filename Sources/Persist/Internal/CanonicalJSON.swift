@@ -122,27 +122,47 @@ final class CanonicalJSONWriter: Encoder {
     }
 
     /// Rewrites the members written since `level.start` as an object, sorted by key; of a key written
-    /// twice the last value counts, as in `JSONEncoder`'s dictionary.
+    /// twice the last value counts, as in `JSONEncoder`'s dictionary. The order and the object are
+    /// built in temporary buffers (on the stack for a body's few members): two arrays here were two
+    /// allocations per object.
     private func closeObject(_ level: Level) {
-        let written = members[level.membersStart...]
-        var order = Array(written.indices)
-        order.sort { a, b in
-            let (keyA, keyB) = (members[a].key, members[b].key)
-            if keyA == keyB { return a < b }
-            return keyA.utf8.lexicographicallyPrecedes(keyB.utf8)
+        let count = members.count - level.membersStart
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: count) { order in
+            // Insertion sort, stable: an object has few members, often nearly in order.
+            for offset in 0 ..< count {
+                var position = offset
+                while position > 0, precedes(level.membersStart + offset, order[position - 1]) { position -= 1 }
+                if position < offset {
+                    (order.baseAddress! + position + 1).moveInitialize(from: order.baseAddress! + position, count: offset - position)
+                }
+                (order.baseAddress! + position).initialize(to: level.membersStart + offset)
+            }
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: bytes.count - level.start + count + 2) { object in
+                object[0] = UInt8(ascii: "{")
+                var length = 1
+                for position in 0 ..< count {
+                    let index = order[position]
+                    if position + 1 < count, members[order[position + 1]].key == members[index].key { continue }
+                    if length > 1 {
+                        object[length] = UInt8(ascii: ",")
+                        length += 1
+                    }
+                    let (start, end) = (members[index].start, index + 1 < members.endIndex ? members[index + 1].start : bytes.count)
+                    bytes.withUnsafeBufferPointer { (object.baseAddress! + length).initialize(from: $0.baseAddress! + start, count: end - start) }
+                    length += end - start
+                }
+                object[length] = UInt8(ascii: "}")
+                bytes.replaceSubrange(level.start..., with: UnsafeBufferPointer(rebasing: object[...length]))
+            }
         }
-        var object: [UInt8] = []
-        object.reserveCapacity(bytes.count - level.start + order.count + 2)
-        object.append(UInt8(ascii: "{"))
-        for (position, index) in order.enumerated() {
-            if position + 1 < order.count, members[order[position + 1]].key == members[index].key { continue }
-            if object.count > 1 { object.append(UInt8(ascii: ",")) }
-            let end = index + 1 < members.endIndex ? members[index + 1].start : bytes.count
-            object.append(contentsOf: bytes[members[index].start ..< end])
-        }
-        object.append(UInt8(ascii: "}"))
-        bytes.replaceSubrange(level.start..., with: object)
         members.removeSubrange(level.membersStart...)
+    }
+
+    /// Whether member `a` goes before member `b`: by key in UTF-8 byte order, then as written.
+    private func precedes(_ a: Int, _ b: Int) -> Bool {
+        let (keyA, keyB) = (members[a].key, members[b].key)
+        if keyA == keyB { return a < b }
+        return keyA.utf8.lexicographicallyPrecedes(keyB.utf8)
     }
 
     /// Marks the value as not covered and returns the error that unwinds its encoding.
@@ -195,8 +215,11 @@ final class CanonicalJSONWriter: Encoder {
     func writeFloat<F: BinaryFloatingPoint & CustomStringConvertible>(_ value: F) throws {
         guard value.isFinite else { throw fail() }  // JSONEncoder's error, or its strategy, decides
         var text = value.description
-        if text.hasSuffix(".0") { text.removeLast(2) }
-        bytes.append(contentsOf: text.utf8)
+        // On the UTF-8 bytes: `String`'s own suffix and removal work on characters.
+        text.withUTF8 { utf8 in
+            let whole = utf8.count >= 2 && utf8[utf8.count - 2] == UInt8(ascii: ".") && utf8[utf8.count - 1] == UInt8(ascii: "0")
+            bytes.append(contentsOf: whole ? UnsafeBufferPointer(rebasing: utf8.dropLast(2)) : utf8)
+        }
     }
 
     /// A UUID's `uuidString`, quoted: hex digits and dashes, which need no escaping.
