@@ -26,6 +26,8 @@ import TestThreads
         #expect(layout.parse(layout.relation(from: source, to: target, as: "x/y")) == .relation(source: source, relation: "x/y", target: target))
         #expect(layout.parse(layout.backlink(from: source, to: target, as: "%2F")) == .backlink(target: target, source: source, relation: "%2F"))
         #expect(layout.step(255) == "persist/a%2Fb%25c/s/00000000000000ff")
+        #expect(layout.step(0x0123_4567_89AB_CDEF) == "persist/a%2Fb%25c/s/0123456789abcdef")
+        #expect(layout.step(.max) == "persist/a%2Fb%25c/s/ffffffffffffffff")
     }
 
     /// Keys and bodies hold a UUID as `uuidString` writes it: stored keys and bodies of earlier

@@ -63,9 +63,14 @@ struct Layout: Sendable {
         backlinksPrefix(to: target) + source.text + "/" + Names.escape(relation)
     }
 
+    /// The key of the step at `position`: 16 lowercase hex digits, zero-padded, formatted in place
+    /// (`String(_:radix:)` and a padding string were a share of every write's step record).
     func step(_ position: UInt64) -> String {
-        let hex = String(position, radix: 16)
-        return stepPrefix + String(repeating: "0", count: 16 - hex.count) + hex
+        let digits: StaticString = "0123456789abcdef"
+        return stepPrefix + String(unsafeUninitializedCapacity: 16) { buffer in
+            for index in 0 ..< 16 { buffer[index] = digits.utf8Start[Int(position >> UInt64(60 - 4 * index) & 0xF)] }
+            return 16
+        }
     }
 
     /// The entities a diff saved or deleted, and both ends of the relations it made or removed.
