@@ -1,5 +1,6 @@
 import ContentStore
 import Foundation
+import Synchronization
 import Testing
 @testable import Persist
 
@@ -65,6 +66,31 @@ import Testing
         }
         // Commit order is the history's order.
         #expect(delivered == steps)
+    }
+
+    /// A change next in order reaches the streams as its commit ends, though another commit of this
+    /// process is still in flight: only a change whose predecessor has not come is held back.
+    @Test func aChangeNextInOrderIsDeliveredWhileAnotherCommitIsInFlight() async throws {
+        let fixture = try Fixture()
+        let shared = fixture.persister.shared, layout = fixture.persister.layout
+        let received = Mutex<[UInt64]>([])
+        let stream = shared.changes()
+        let reader = Task { for await change in stream { received.withLock { $0.append(change.step.sequence) } } }
+        defer { reader.cancel() }
+        func committed(_ number: UInt64) -> SharedState.Committed<Void> {
+            var committed = SharedState.Committed(result: ())
+            let step = UndoStep(sequence: number, actionName: nil, date: Date())
+            committed.delivery.change = (number, SharedState.PendingChange(step: step, kind: .write, diff: Diff(changes: []), layout: layout))
+            return committed
+        }
+        try await shared.committing { () async throws -> SharedState.Committed<Void> in
+            try shared.committing { committed(1) }
+            try shared.committing { committed(2) }
+            let deadline = ContinuousClock.now + .seconds(10)
+            while received.withLock({ $0.count }) < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(received.withLock { $0 } == [1, 2])
+            return SharedState.Committed(result: ())
+        }
     }
 
     @Test func theStreamEndsWhenTheLastPersisterGoes() async throws {

@@ -80,9 +80,9 @@ final class SharedState: Sendable {
     /// What a write, undo or redo returns from its store transaction: its result, and the change
     /// to deliver (numbered by its change count) when it changed something, with the head it wrote.
     struct Committed<T> {
+        // First, so that its offset is fixed: the non-generic delivery reads it without `T`'s metadata.
+        var delivery = Delivery()
         var result: T
-        var change: (number: UInt64, change: PendingChange)?
-        var head: KnownHead?
 
         init(result: T) {
             self.result = result
@@ -91,36 +91,53 @@ final class SharedState: Sendable {
         /// `head` was written in the transaction over `transaction`'s base: the commit after it.
         init(result: T, change: PendingChange, head: Head, in transaction: Transaction) {
             self.result = result
-            self.change = (head.changeCount, change)
-            self.head = transaction.baseSequence.map { KnownHead(afterCommit: $0 + 1, head: head, record: head.record) }
+            delivery = Delivery(change: (head.changeCount, change),
+                                head: transaction.baseSequence.map { KnownHead(afterCommit: $0 + 1, head: head, record: head.record) })
         }
+    }
+
+    /// The part of ``Committed`` that is not the result: what ``deliver(_:)`` takes.
+    struct Delivery {
+        var change: (number: UInt64, change: PendingChange)?
+        var head: KnownHead?
     }
 
     /// Runs a commit, then delivers what it changed in order.
     func committing<T>(_ commit: () throws -> Committed<T>) throws -> T {
         begin()
-        return try end(Result { try commit() })
+        let committed: Committed<T>
+        do {
+            committed = try commit()
+        } catch {
+            finish(nil)
+            throw error
+        }
+        deliver(committed.delivery)
+        return committed.result
     }
 
     /// ``committing(_:)-(()->Committed<T>)`` for an async commit.
     func committing<T>(_ commit: () async throws -> Committed<T>) async throws -> T {
         begin()
-        let committed: Result<Committed<T>, any Error>
+        let committed: Committed<T>
         do {
-            committed = .success(try await commit())
+            committed = try await commit()
         } catch {
-            committed = .failure(error)
+            finish(nil)
+            throw error
         }
-        return try end(committed)
+        deliver(committed.delivery)
+        return committed.result
     }
 
-    private func end<T>(_ committed: Result<Committed<T>, any Error>) throws -> T {
-        if let head = (try? committed.get())?.head {
+    /// Not generic, unlike its callers: generic code here looked up `Committed<T>`'s metadata and
+    /// copied the whole value on every write.
+    private func deliver(_ delivery: borrowing Delivery) {
+        if let head = delivery.head {
             // Of two writers ending out of order, the later commit's head is the one still current.
             lastHead.withLock { if ($0?.afterCommit ?? 0) < head.afterCommit { $0 = head } }
         }
-        finish((try? committed.get())?.change)
-        return try committed.get().result
+        finish(delivery.change)
     }
 
     private func begin() {
@@ -130,8 +147,16 @@ final class SharedState: Sendable {
     private func finish(_ change: (number: UInt64, change: PendingChange)?) {
         state.withLock { state in
             state.inFlight -= 1
-            if let change { state.held[change.number] = change.change }
-            while let next = state.held.removeValue(forKey: state.delivered + 1) {
+            if let (number, change) = change {
+                // The next in order, as nearly every change is: delivered without a pass through `held`.
+                if number == state.delivered + 1 {
+                    state.delivered = number
+                    changeStreams.send { change.change() }
+                } else {
+                    state.held[number] = change
+                }
+            }
+            while !state.held.isEmpty, let next = state.held.removeValue(forKey: state.delivered + 1) {
                 state.delivered += 1
                 changeStreams.send { next.change() }
             }
