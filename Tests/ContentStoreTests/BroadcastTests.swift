@@ -61,6 +61,20 @@ import Testing
         #expect(await collected(stream) == [4, 5])
     }
 
+    /// A send with no stream returns before the lock (the count of streams): one leaving must not
+    /// make the broadcast take the ones staying for none.
+    @Test func theStreamsStayingAreReachedAfterAnotherLeaves() async {
+        let broadcast = Broadcast<Int>()
+        let kept = broadcast.subscribe()
+        let reader = Task { for await _ in broadcast.subscribe() {} }
+        reader.cancel()
+        await reader.value
+        broadcast.send(1)
+        broadcast.send { 2 }
+        broadcast.finish()
+        #expect(await collected(kept) == [1, 2])
+    }
+
     /// A reader that goes away leaves; the others keep receiving, and a restart takes new subscribers.
     @Test func aCancelledReaderLeavesAndFinishEndsOnlyCurrentStreams() async {
         let broadcast = Broadcast<Int>()

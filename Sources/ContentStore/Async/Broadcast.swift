@@ -14,6 +14,10 @@ package final class Broadcast<Value: Sendable>: Sendable {
     }
 
     private let state = Mutex(State())
+    /// How many streams there are, kept with ``State/subscribers`` under the lock: a send with no
+    /// stream (most of a facade's, which nobody observes) returns on one load, before the lock and
+    /// the generic metadata taking it costs from a module that cannot specialize it.
+    private let subscriberCount = Atomic(0)
     private let bufferingPolicy: AsyncStream<Value>.Continuation.BufferingPolicy
 
     /// A broadcast whose streams buffer what their reader has not taken yet by `bufferingPolicy`.
@@ -28,16 +32,25 @@ package final class Broadcast<Value: Sendable>: Sendable {
         let id = state.withLock { state in
             defer { state.next += 1 }
             state.subscribers[state.next] = continuation
+            subscriberCount.store(state.subscribers.count, ordering: .releasing)
             return state.next
         }
         continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+            self?.unsubscribe(id)
         }
         return stream
     }
 
+    private func unsubscribe(_ id: Int) {
+        state.withLock { state in
+            state.subscribers[id] = nil
+            subscriberCount.store(state.subscribers.count, ordering: .releasing)
+        }
+    }
+
     /// Hands `value` to every current stream.
     package func send(_ value: Value) {
+        guard subscriberCount.load(ordering: .acquiring) > 0 else { return }
         state.withLock { state in
             for subscriber in state.subscribers.values { subscriber.yield(value) }
         }
@@ -46,6 +59,7 @@ package final class Broadcast<Value: Sendable>: Sendable {
     /// Hands the value `makeValue` makes to every current stream, and makes none when there is
     /// none: for a value that costs work to build, which most sends have no reader for.
     package func send(_ makeValue: () -> Value) {
+        guard subscriberCount.load(ordering: .acquiring) > 0 else { return }
         state.withLock { state in
             guard !state.subscribers.isEmpty else { return }
             let value = makeValue()
@@ -57,7 +71,10 @@ package final class Broadcast<Value: Sendable>: Sendable {
     package func finish() {
         // Finished outside the lock: finishing runs `onTermination`, which takes it.
         let subscribers = state.withLock { state in
-            defer { state.subscribers = [:] }
+            defer {
+                state.subscribers = [:]
+                subscriberCount.store(0, ordering: .releasing)
+            }
             return Array(state.subscribers.values)
         }
         for subscriber in subscribers { subscriber.finish() }
