@@ -596,6 +596,65 @@ struct SortedMapPatchTests {
         map.checkInvariants()
     }
 
+    /// A leaf changed at one slot commit after commit (a snapshot held over each change) hands its
+    /// patch on through `maxPatchAge` copies, all sharing the first version's value array; the
+    /// next copy folds it into an array of its own.
+    @Test func aPatchIsHandedOnAFewCopiesThenFolded() throws {
+        var (map, _) = Self.evens()
+        let changed = try Self.leafKey(from: 2_000, in: map)
+        let original = try Self.leafState(of: changed, in: map)
+        var versions: [SortedMap<String, Int>] = []
+        let handedOn = Int(SortedMap<String, Int>.Node.maxPatchAge)
+        for commit in 1...handedOn + 2 {
+            versions.append(map)
+            map.updateValue(-commit, forKey: changed)
+            let state = try Self.leafState(of: changed, in: map)
+            #expect(state.patched == (commit <= handedOn + 1), "commit \(commit)")
+            #expect((state.values == original.values) == (commit <= handedOn + 1), "commit \(commit)")
+        }
+        #expect(map[changed] == -(handedOn + 2))
+        for (commit, version) in versions.enumerated() {
+            #expect(version[changed] == (commit == 0 ? Int(changed) : -commit))
+            version.checkInvariants()
+        }
+    }
+
+    /// A node changed at one slot commit after commit, with the keys under that slot changing at
+    /// random and each old version dropped once the next is published: what the patched nodes'
+    /// shared arrays keep alive beyond the live tree stays within a few commits' paths, instead
+    /// of an old version of every leaf under the slot.
+    @Test func staleVersionsKeptByPatchesStayBounded() {
+        var (map, model) = Self.evens()
+        var published = map
+        var rng = SplitMix64(seed: 13)
+        // The keys under the root's first child.
+        let range = 0 ..< map.root.child(0).keys.count * 2 * 31
+        for commit in 0 ..< 300 {
+            let n = Int.random(in: range, using: &rng) / 2 * 2
+            map.updateValue(-commit, forKey: Self.padded(n))
+            model[Self.padded(n)] = -commit
+            published = map
+        }
+        #expect(published.count == map.count)
+        var live = Set<ObjectIdentifier>()
+        var pending = [map.root]
+        while let node = pending.popLast() {
+            live.insert(ObjectIdentifier(node))
+            pending.append(contentsOf: node.children)
+        }
+        var kept = Set<ObjectIdentifier>()
+        pending = [map.root]
+        while let node = pending.popLast() {
+            guard kept.insert(ObjectIdentifier(node)).inserted else { continue }
+            pending.append(contentsOf: node.children)
+            pending.append(contentsOf: node.storedChildren)
+        }
+        let stale = kept.subtracting(live).count
+        #expect(stale <= 2 * (Int(SortedMap<String, Int>.Node.maxPatchAge) + 1), "\(stale) stale nodes")
+        expectEqual(map, model)
+        map.checkInvariants()
+    }
+
     /// Iteration, `forEach(from:)` and `keys(withPrefix:)` read patched values and descend through
     /// patched children, in the map and (the stored arrays) in its snapshot.
     @Test func iterationReadsThroughPatches() {

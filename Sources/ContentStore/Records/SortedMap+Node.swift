@@ -53,9 +53,10 @@ extension SortedMap {
         /// a retain of each of ~16 children, in a leaf of each of ~31 records' heap `Data`, each a
         /// cold cache and TLB miss (and a release again when the old version goes). The patch costs
         /// one. It is folded into the array (the array then copied once, as before) when the node
-        /// next changes another slot or its shape. Until then the shared array keeps the slot's old
-        /// child or record alive: at most one per patched node, freed at its fold or when the node
-        /// and its original are both gone (Docs/architecture.md).
+        /// next changes another slot or its shape, or when it has been handed on through
+        /// ``maxPatchAge`` copies. Until then the shared array keeps the slot's old child or record
+        /// alive: one per patched node, and below an old child what has changed under it since
+        /// (Docs/architecture.md).
         private var patch: AnyObject?
         /// The ``patch``ed slot, or -1.
         private var patchSlot: Int32 = -1
@@ -64,6 +65,17 @@ extension SortedMap {
         /// slot takes a patch rather than a copy. A hint only: the arrays' own copy on write keeps
         /// every write correct either way.
         private var sharesSlots = false
+        /// How many copies the patch has been handed on through (see ``copy()``).
+        private var patchAge: UInt8 = 0
+        /// The most copies a patch is handed on through before a copy folds it. A node changed at
+        /// one slot commit after commit (the path to `head`, to the newest key) then keeps patching
+        /// over one array, but the array's stale slot holds the subtree as it was at the last fold,
+        /// and every version since, ever older, stays alive below it: unbounded, in a 420,000-record
+        /// tree an old copy of each leaf under the tree's busiest slot. Folding every fifth copy
+        /// bounds what the slot keeps to the versions of the last few commits under it; 0 (fold at
+        /// every copy) measured the hot paths ~10% slower than 4 or 16 (Docs/benchmarks/analysis.md,
+        /// session 16).
+        static var maxPatchAge: UInt8 { 4 }
 
         var isLeaf: Bool { storedChildren.isEmpty }
 
@@ -141,12 +153,22 @@ extension SortedMap {
         /// then writes is copied: on a path to a changed entry, a node above the leaf patches one
         /// child and a leaf one value (see ``patch``). Copying every array up front cost a
         /// 400,000-record store ~250 retains and generic element copies per node — 17% of a Persist
-        /// write that changes three keys (Docs/benchmarks/analysis.md, session 12).
+        /// write that changes three keys (Docs/benchmarks/analysis.md, session 12). A patch handed
+        /// on ``maxPatchAge`` times is folded into the copy's own array instead.
         func copy() -> Node {
             let copy = Node(sharing: keys, storedValues, storedChildren)
-            copy.patch = patch
-            copy.patchSlot = patchSlot
-            copy.sharesSlots = true
+            guard let patch, patchAge >= Self.maxPatchAge else {
+                copy.patch = patch
+                copy.patchSlot = patchSlot
+                copy.patchAge = patch == nil ? 0 : patchAge + 1
+                copy.sharesSlots = true
+                return copy
+            }
+            if isLeaf {
+                copy.storedValues[Int(patchSlot)] = unsafeDowncast(patch, to: ValueBox.self).value
+            } else {
+                copy.storedChildren[Int(patchSlot)] = unsafeDowncast(patch, to: Node.self)
+            }
             return copy
         }
 
@@ -158,6 +180,7 @@ extension SortedMap {
             let slot = Int(patchSlot)
             self.patch = nil
             patchSlot = -1
+            patchAge = 0
             if isLeaf {
                 storedValues[slot] = unsafeDowncast(patch, to: ValueBox.self).value
             } else {
@@ -175,6 +198,7 @@ extension SortedMap {
             let slots = isLeaf ? storedValues.count : storedChildren.count
             precondition((0 ..< slots).contains(Int(patchSlot)), "patched slot out of range")
             precondition(isLeaf ? patch is ValueBox : patch is Node, "patch of the wrong kind")
+            precondition(patchAge <= Self.maxPatchAge, "patch handed on too often")
         }
 
         /// Sets entry `i`'s value; returns the old one.
@@ -187,6 +211,7 @@ extension SortedMap {
                 return old
             }
             if Int(patchSlot) == i || (sharesSlots && patch == nil) {
+                if patch == nil { patchAge = 0 }
                 patch = ValueBox(value)
                 patchSlot = Int32(i)
             } else {
@@ -224,6 +249,7 @@ extension SortedMap {
                 let child = storedChildren[i].copy()
                 patch = child
                 patchSlot = Int32(i)
+                patchAge = 0
                 return child
             }
             fold()
