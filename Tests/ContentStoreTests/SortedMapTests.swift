@@ -88,6 +88,12 @@ private func patchedNodes(_ map: SortedMap<String, Int>) -> Int {
     return patched
 }
 
+/// `n` in five digits, so that the keys sort as the numbers do.
+private func padded(_ n: Int) -> String {
+    let digits = String(n)
+    return String(repeating: "0", count: 5 - digits.count) + digits
+}
+
 private func height(_ map: SortedMap<String, Int>) -> Int {
     var node = map.root
     var levels = 1
@@ -342,11 +348,6 @@ struct SortedMapTests {
         return map
     }()
 
-    private static func padded(_ n: Int) -> String {
-        let digits = String(n)
-        return String(repeating: "0", count: 5 - digits.count) + digits
-    }
-
     private func visit(_ map: SortedMap<String, Int>, from lowerBound: String?, limit: Int = .max) -> [Int] {
         var visited: [Int] = []
         map.forEach(from: lowerBound) { _, value in
@@ -382,7 +383,7 @@ struct SortedMapTests {
     @Test func forEachFromEveryBoundary() {
         for n in 0..<8_002 {
             let expected = (n + 1) / 2 * 2
-            #expect(visit(Self.evens, from: Self.padded(n), limit: 1).first == (expected < 8_000 ? expected : nil))
+            #expect(visit(Self.evens, from: padded(n), limit: 1).first == (expected < 8_000 ? expected : nil))
         }
     }
 
@@ -477,11 +478,6 @@ struct SortedMapPatchTests {
         return (map, Dictionary(uniqueKeysWithValues: keys.enumerated().map { ($1, $0 * 2) }))
     }
 
-    private static func padded(_ n: Int) -> String {
-        let digits = String(n)
-        return String(repeating: "0", count: 5 - digits.count) + digits
-    }
-
     /// The first even key from `n` on that sits in a leaf of `map`.
     private static func leafKey(from n: Int, in map: SortedMap<String, Int>) throws -> String {
         try #require(stride(from: n, to: 8_000, by: 2).map(padded).first { leaf(of: $0, in: map) != nil })
@@ -571,8 +567,8 @@ struct SortedMapPatchTests {
         var map = SortedMap<String, Int>()
         var model: [String: Int] = [:]
         for n in stride(from: 0, to: 400, by: 2) {
-            map.updateValue(n, forKey: Self.padded(n))
-            model[Self.padded(n)] = n
+            map.updateValue(n, forKey: padded(n))
+            model[padded(n)] = n
         }
         #expect(height(map) == 2)
         var snapshot: SortedMap<String, Int>? = map
@@ -631,8 +627,8 @@ struct SortedMapPatchTests {
         let range = 0 ..< map.root.child(0).keys.count * 2 * 31
         for commit in 0 ..< 300 {
             let n = Int.random(in: range, using: &rng) / 2 * 2
-            map.updateValue(-commit, forKey: Self.padded(n))
-            model[Self.padded(n)] = -commit
+            map.updateValue(-commit, forKey: padded(n))
+            model[padded(n)] = -commit
             published = map
         }
         #expect(published.count == map.count)
@@ -662,19 +658,19 @@ struct SortedMapPatchTests {
         let snapshot = map
         let original = model
         for n in stride(from: 0, to: 8_000, by: 2 * 37) {
-            map.updateValue(-n, forKey: Self.padded(n))
-            model[Self.padded(n)] = -n
+            map.updateValue(-n, forKey: padded(n))
+            model[padded(n)] = -n
         }
         #expect(patchedNodes(map) > 100)
         expectEqual(map, model)
         expectEqual(snapshot, original)
         var visited: [Int] = []
-        map.forEach(from: Self.padded(37 * 2 * 20 - 1)) { _, value in
+        map.forEach(from: padded(37 * 2 * 20 - 1)) { _, value in
             visited.append(value)
             return visited.count < 3
         }
         #expect(visited == [-(37 * 2 * 20), 37 * 2 * 20 + 2, 37 * 2 * 20 + 4])
-        #expect(map.keys(withPrefix: "014") == (1_400..<1_500).filter { $0 % 2 == 0 }.map(Self.padded))
+        #expect(map.keys(withPrefix: "014") == (1_400..<1_500).filter { $0 % 2 == 0 }.map(padded))
         map.checkInvariants()
     }
 
@@ -686,18 +682,18 @@ struct SortedMapPatchTests {
         var versions: [SortedMap<String, Int>] = []
         for n in stride(from: 0, to: 8_000, by: 2 * 7) {
             versions.append(map)  // as a commit finds its published version: each change copies
-            map.updateValue(-n, forKey: Self.padded(n))
-            model[Self.padded(n)] = -n
+            map.updateValue(-n, forKey: padded(n))
+            model[padded(n)] = -n
         }
         let patched = (map: map, model: model)
         #expect(patchedNodes(map) > 30)
         for n in stride(from: 1_001, to: 1_801, by: 2) {
-            map.updateValue(n, forKey: Self.padded(n))
-            model[Self.padded(n)] = n
+            map.updateValue(n, forKey: padded(n))
+            model[padded(n)] = n
         }
         map.checkInvariants()
         for n in 3_000..<5_000 {
-            #expect(map.removeValue(forKey: Self.padded(n)) == model.removeValue(forKey: Self.padded(n)))
+            #expect(map.removeValue(forKey: padded(n)) == model.removeValue(forKey: padded(n)))
         }
         map.checkInvariants()
         expectEqual(map, model)
