@@ -58,6 +58,42 @@ private func nodeIdentities(_ map: SortedMap<String, Int>) -> Set<ObjectIdentifi
     return seen
 }
 
+/// Whether two arrays share one buffer (neither was copied from the other since).
+private func same<T>(_ a: ContiguousArray<T>, _ b: ContiguousArray<T>) -> Bool {
+    a.withUnsafeBufferPointer { a in b.withUnsafeBufferPointer { b in a.baseAddress == b.baseAddress } }
+}
+
+/// The leaf holding `key` and the key's index in it; nil when the key is absent or sits above the
+/// leaves.
+private func leaf(of key: String, in map: SortedMap<String, Int>) -> (node: SortedMap<String, Int>.Node, index: Int)? {
+    var node = map.root
+    while true {
+        let (i, found) = node.index(of: key)
+        if node.isLeaf { return found ? (node, i) : nil }
+        if found { return nil }
+        node = node.child(i)
+    }
+}
+
+/// How many nodes hold a patch: a slot whose value or child differs from its stored array's.
+private func patchedNodes(_ map: SortedMap<String, Int>) -> Int {
+    var patched = 0
+    var pending = [map.root]
+    while let node = pending.popLast() {
+        if node.values != node.storedValues || zip(node.children, node.storedChildren).contains(where: { $0 !== $1 }) {
+            patched += 1
+        }
+        pending.append(contentsOf: node.children)
+    }
+    return patched
+}
+
+/// `n` in five digits, so that the keys sort as the numbers do.
+private func padded(_ n: Int) -> String {
+    let digits = String(n)
+    return String(repeating: "0", count: 5 - digits.count) + digits
+}
+
 private func height(_ map: SortedMap<String, Int>) -> Int {
     var node = map.root
     var levels = 1
@@ -219,32 +255,31 @@ struct SortedMapTests {
         #expect(map[key(12_345)] == -1)
     }
 
-    /// A path copied for a change shares, with the tree it was copied from, every array the change
-    /// does not write: above the changed entry a node's keys and values, and the changed entry's
-    /// own keys; only the child arrays on the path and the written value array are new.
+    /// A path copied for a change shares every array with the tree it was copied from: each node
+    /// above the changed entry holds its new child as a patch over the shared child array, and a
+    /// changed leaf its new value over the shared value array, so nothing is copied element by
+    /// element. Only an entry in a node above the leaves writes its value array through.
     @Test(arguments: [0, 12_345, 19_999])
-    func aCopiedPathSharesTheArraysTheChangeDoesNotWrite(changed: Int) {
+    func aCopiedPathSharesItsArrays(changed: Int) {
         var map = SortedMap<String, Int>()
         for n in 0..<20_000 { map.updateValue(n, forKey: key(n)) }
         let snapshot = map
         map.updateValue(-1, forKey: key(changed))
-        func same<T>(_ a: ContiguousArray<T>, _ b: ContiguousArray<T>) -> Bool {
-            a.withUnsafeBufferPointer { a in b.withUnsafeBufferPointer { b in a.baseAddress == b.baseAddress } }
-        }
         var (old, new) = (snapshot.root, map.root)
         var depth = 0
         while true {
             #expect(old !== new, "depth \(depth): the node on the path was not copied")
             #expect(same(old.keys, new.keys), "depth \(depth): keys copied")
+            #expect(same(old.storedChildren, new.storedChildren), "depth \(depth): child array copied")
             let (index, found) = new.index(of: key(changed))
             if found {
-                #expect(!same(old.values, new.values) && new.values[index] == -1 && old.values[index] == changed)
-                #expect(same(old.children, new.children), "depth \(depth): children copied below the changed entry")
+                #expect(new.value(index) == -1 && old.value(index) == changed)
+                #expect(same(old.storedValues, new.storedValues) == new.isLeaf)
                 break
             }
-            #expect(same(old.values, new.values), "depth \(depth): values copied above the changed entry")
-            #expect(!same(old.children, new.children))
-            (old, new) = (old.children[index], new.children[index])
+            #expect(same(old.storedValues, new.storedValues), "depth \(depth): values copied above the changed entry")
+            #expect(old.child(index) !== new.child(index))
+            (old, new) = (old.child(index), new.child(index))
             depth += 1
         }
         #expect(snapshot[key(changed)] == changed)
@@ -313,11 +348,6 @@ struct SortedMapTests {
         return map
     }()
 
-    private static func padded(_ n: Int) -> String {
-        let digits = String(n)
-        return String(repeating: "0", count: 5 - digits.count) + digits
-    }
-
     private func visit(_ map: SortedMap<String, Int>, from lowerBound: String?, limit: Int = .max) -> [Int] {
         var visited: [Int] = []
         map.forEach(from: lowerBound) { _, value in
@@ -353,7 +383,7 @@ struct SortedMapTests {
     @Test func forEachFromEveryBoundary() {
         for n in 0..<8_002 {
             let expected = (n + 1) / 2 * 2
-            #expect(visit(Self.evens, from: Self.padded(n), limit: 1).first == (expected < 8_000 ? expected : nil))
+            #expect(visit(Self.evens, from: padded(n), limit: 1).first == (expected < 8_000 ? expected : nil))
         }
     }
 
@@ -430,6 +460,248 @@ struct SortedMapTests {
         for prefix in ["", "key-", "key-1", "key-99", "ключ-2", "🔑", "🔑3", "🔑9999", "k", "nothing"] {
             expectElementsEqual(map.keys(withPrefix: prefix), all.filter { $0.hasPrefix(prefix) })
         }
+    }
+}
+
+/// The patches a copied node holds over the arrays it shares (`SortedMap.Node.patch`).
+@Suite("SortedMap patches", .blocking)
+struct SortedMapPatchTests {
+    /// Keys "00000", "00002", … "07998" built in one pass, so leaves are full and odd keys fall
+    /// between them.
+    private static func evens() -> (SortedMap<String, Int>, [String: Int]) {
+        let keys = stride(from: 0, to: 8_000, by: 2).map(padded)
+        var next = 0
+        let map = SortedMap<String, Int>(count: keys.count) {
+            defer { next += 1 }
+            return (keys[next], next * 2)
+        }
+        return (map, Dictionary(uniqueKeysWithValues: keys.enumerated().map { ($1, $0 * 2) }))
+    }
+
+    /// The first even key from `n` on that sits in a leaf of `map`.
+    private static func leafKey(from n: Int, in map: SortedMap<String, Int>) throws -> String {
+        try #require(stride(from: n, to: 8_000, by: 2).map(padded).first { leaf(of: $0, in: map) != nil })
+    }
+
+    /// Random changes with snapshots taken and dropped at random, over a key space that keeps
+    /// three levels: every snapshot must keep reading its own version while the map's patched
+    /// nodes take further changes, fold, split, borrow and merge.
+    @Test(arguments: [11, 12] as [UInt64])
+    func snapshotsTakenAndDroppedAtRandomKeepTheirVersions(seed: UInt64) {
+        var rng = SplitMix64(seed: seed)
+        var map = SortedMap<String, Int>()
+        var model: [String: Int] = [:]
+        var snapshots: [(map: SortedMap<String, Int>, model: [String: Int])] = []
+        var dropped = 0
+        for step in 0..<30_000 {
+            let k = key(Int.random(in: 0..<3_000, using: &rng))
+            if Int.random(in: 0..<100, using: &rng) < 60 {
+                #expect(map.updateValue(step, forKey: k) == model.updateValue(step, forKey: k))
+            } else {
+                #expect(map.removeValue(forKey: k) == model.removeValue(forKey: k))
+            }
+            #expect(map[k] == model[k])
+            if Int.random(in: 0..<6, using: &rng) == 0 { snapshots.append((map, model)) }
+            if snapshots.count > 5 || (!snapshots.isEmpty && Int.random(in: 0..<8, using: &rng) == 0) {
+                let snapshot = snapshots.remove(at: Int.random(in: 0..<snapshots.count, using: &rng))
+                dropped += 1
+                if dropped % 50 == 0 {
+                    expectEqual(snapshot.map, snapshot.model)
+                    snapshot.map.checkInvariants()
+                } else {
+                    let probe = key(Int.random(in: 0..<3_000, using: &rng))
+                    #expect(snapshot.map[probe] == snapshot.model[probe])
+                }
+            }
+            if step % 3_000 == 0 {
+                expectEqual(map, model)
+                map.checkInvariants()
+            }
+        }
+        #expect(dropped > 1_000)
+        #expect(height(map) == 3)
+        expectEqual(map, model)
+        map.checkInvariants()
+        for snapshot in snapshots { expectEqual(snapshot.map, snapshot.model) }
+    }
+
+    /// What a test may keep of the leaf holding `key` without holding the leaf (a reference would
+    /// make it shared, and the next change copy it): its identity, where its value array lives,
+    /// the key's index and whether the leaf holds a patch.
+    private static func leafState(of key: String, in map: SortedMap<String, Int>) throws
+        -> (id: ObjectIdentifier, values: UnsafePointer<Int>?, index: Int, patched: Bool)
+    {
+        let (node, index) = try #require(leaf(of: key, in: map))
+        return (
+            ObjectIdentifier(node), node.storedValues.withUnsafeBufferPointer { $0.baseAddress }, index,
+            node.values != node.storedValues)
+    }
+
+    /// A leaf changed while a snapshot shares it holds the value as a patch over the snapshot's
+    /// value array; a change to another of its entries folds the patch into a value array of its
+    /// own (the leaf is not copied again), and the snapshot keeps its values.
+    @Test func aSecondChangeFoldsTheLeafsPatch() throws {
+        var (map, _) = Self.evens()
+        let snapshot = map
+        let first = try Self.leafKey(from: 1_000, in: map)
+        map.updateValue(-1, forKey: first)
+        let old = try Self.leafState(of: first, in: snapshot)
+        let patched = try Self.leafState(of: first, in: map)
+        #expect(patched.id != old.id && patched.values == old.values && patched.patched)
+        #expect(patchedNodes(map) == height(map))
+        let second = try #require(leaf(of: first, in: map)).node.keys[patched.index == 0 ? 1 : 0]
+        map.updateValue(-2, forKey: second)
+        let folded = try Self.leafState(of: second, in: map)
+        #expect(folded.id == patched.id, "the leaf was copied twice")
+        #expect(folded.values != old.values && !folded.patched)
+        #expect(map[first] == -1 && map[second] == -2)
+        #expect(snapshot[first] == Int(first) && snapshot[second] == Int(second))
+        map.checkInvariants()
+        snapshot.checkInvariants()
+    }
+
+    /// Once the snapshot is gone and the parent has folded its patch (its shared child array held
+    /// the leaf's original), the patched leaf owns the array it shared: a change to another of its
+    /// slots folds the patch in place, and so did the parent's, without copying either array.
+    @Test func aPatchFoldsInPlaceOnceTheArrayIsUnshared() throws {
+        var map = SortedMap<String, Int>()
+        var model: [String: Int] = [:]
+        for n in stride(from: 0, to: 400, by: 2) {
+            map.updateValue(n, forKey: padded(n))
+            model[padded(n)] = n
+        }
+        #expect(height(map) == 2)
+        var snapshot: SortedMap<String, Int>? = map
+        let first = try Self.leafKey(from: 0, in: map)
+        map.updateValue(-1, forKey: first)
+        #expect(snapshot?[first] == Int(first))
+        snapshot = nil
+        let rootChildren = map.root.storedChildren.withUnsafeBufferPointer { $0.baseAddress }
+        let patched = try Self.leafState(of: first, in: map)
+        #expect(patched.patched)
+        // A change under another child of the root folds the root's patch.
+        let elsewhere = try Self.leafKey(from: 300, in: map)
+        map.updateValue(-3, forKey: elsewhere)
+        #expect(map.root.storedChildren.withUnsafeBufferPointer { $0.baseAddress } == rootChildren)
+        let second = try #require(leaf(of: first, in: map)).node.keys[patched.index == 0 ? 1 : 0]
+        map.updateValue(-2, forKey: second)
+        let folded = try Self.leafState(of: second, in: map)
+        #expect(folded.id == patched.id && folded.values == patched.values && !folded.patched)
+        (model[first], model[elsewhere], model[second]) = (-1, -3, -2)
+        expectEqual(map, model)
+        map.checkInvariants()
+    }
+
+    /// A leaf changed at one slot commit after commit (a snapshot held over each change) hands its
+    /// patch on through `maxPatchAge` copies, all sharing the first version's value array; the
+    /// next copy folds it into an array of its own.
+    @Test func aPatchIsHandedOnAFewCopiesThenFolded() throws {
+        var (map, _) = Self.evens()
+        let changed = try Self.leafKey(from: 2_000, in: map)
+        let original = try Self.leafState(of: changed, in: map)
+        var versions: [SortedMap<String, Int>] = []
+        let handedOn = Int(SortedMap<String, Int>.Node.maxPatchAge)
+        for commit in 1...handedOn + 2 {
+            versions.append(map)
+            map.updateValue(-commit, forKey: changed)
+            let state = try Self.leafState(of: changed, in: map)
+            #expect(state.patched == (commit <= handedOn + 1), "commit \(commit)")
+            #expect((state.values == original.values) == (commit <= handedOn + 1), "commit \(commit)")
+        }
+        #expect(map[changed] == -(handedOn + 2))
+        for (commit, version) in versions.enumerated() {
+            #expect(version[changed] == (commit == 0 ? Int(changed) : -commit))
+            version.checkInvariants()
+        }
+    }
+
+    /// A node changed at one slot commit after commit, with the keys under that slot changing at
+    /// random and each old version dropped once the next is published: what the patched nodes'
+    /// shared arrays keep alive beyond the live tree stays within a few commits' paths, instead
+    /// of an old version of every leaf under the slot.
+    @Test func staleVersionsKeptByPatchesStayBounded() {
+        var (map, model) = Self.evens()
+        var published = map
+        var rng = SplitMix64(seed: 13)
+        // The keys under the root's first child.
+        let range = 0 ..< map.root.child(0).keys.count * 2 * 31
+        for commit in 0 ..< 300 {
+            let n = Int.random(in: range, using: &rng) / 2 * 2
+            map.updateValue(-commit, forKey: padded(n))
+            model[padded(n)] = -commit
+            published = map
+        }
+        #expect(published.count == map.count)
+        var live = Set<ObjectIdentifier>()
+        var pending = [map.root]
+        while let node = pending.popLast() {
+            live.insert(ObjectIdentifier(node))
+            pending.append(contentsOf: node.children)
+        }
+        var kept = Set<ObjectIdentifier>()
+        pending = [map.root]
+        while let node = pending.popLast() {
+            guard kept.insert(ObjectIdentifier(node)).inserted else { continue }
+            pending.append(contentsOf: node.children)
+            pending.append(contentsOf: node.storedChildren)
+        }
+        let stale = kept.subtracting(live).count
+        #expect(stale <= 2 * (Int(SortedMap<String, Int>.Node.maxPatchAge) + 1), "\(stale) stale nodes")
+        expectEqual(map, model)
+        map.checkInvariants()
+    }
+
+    /// Iteration, `forEach(from:)` and `keys(withPrefix:)` read patched values and descend through
+    /// patched children, in the map and (the stored arrays) in its snapshot.
+    @Test func iterationReadsThroughPatches() {
+        var (map, model) = Self.evens()
+        let snapshot = map
+        let original = model
+        for n in stride(from: 0, to: 8_000, by: 2 * 37) {
+            map.updateValue(-n, forKey: padded(n))
+            model[padded(n)] = -n
+        }
+        #expect(patchedNodes(map) > 100)
+        expectEqual(map, model)
+        expectEqual(snapshot, original)
+        var visited: [Int] = []
+        map.forEach(from: padded(37 * 2 * 20 - 1)) { _, value in
+            visited.append(value)
+            return visited.count < 3
+        }
+        #expect(visited == [-(37 * 2 * 20), 37 * 2 * 20 + 2, 37 * 2 * 20 + 4])
+        #expect(map.keys(withPrefix: "014") == (1_400..<1_500).filter { $0 % 2 == 0 }.map(padded))
+        map.checkInvariants()
+    }
+
+    /// Inserts that split patched leaves and their parents, and removals that make patched nodes
+    /// borrow and merge, with two snapshots held across them.
+    @Test func splitsAndMergesOfPatchedNodes() {
+        var (map, model) = Self.evens()
+        let original = (map: map, model: model)
+        var versions: [SortedMap<String, Int>] = []
+        for n in stride(from: 0, to: 8_000, by: 2 * 7) {
+            versions.append(map)  // as a commit finds its published version: each change copies
+            map.updateValue(-n, forKey: padded(n))
+            model[padded(n)] = -n
+        }
+        let patched = (map: map, model: model)
+        #expect(patchedNodes(map) > 30)
+        for n in stride(from: 1_001, to: 1_801, by: 2) {
+            map.updateValue(n, forKey: padded(n))
+            model[padded(n)] = n
+        }
+        map.checkInvariants()
+        for n in 3_000..<5_000 {
+            #expect(map.removeValue(forKey: padded(n)) == model.removeValue(forKey: padded(n)))
+        }
+        map.checkInvariants()
+        expectEqual(map, model)
+        expectEqual(original.map, original.model)
+        expectEqual(patched.map, patched.model)
+        original.map.checkInvariants()
+        patched.map.checkInvariants()
+        versions.forEach { $0.checkInvariants() }
     }
 }
 

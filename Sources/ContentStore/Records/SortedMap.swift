@@ -19,9 +19,9 @@ struct SortedMap<Key: Comparable & Sendable, Value: Sendable>: Sendable {
         var node = root
         while true {
             let (i, found) = node.index(of: key)
-            if found { return node.values[i] }
+            if found { return node.value(i) }
             if node.isLeaf { return nil }
-            node = node.children[i]
+            node = node.child(i)
         }
     }
 
@@ -48,7 +48,7 @@ struct SortedMap<Key: Comparable & Sendable, Value: Sendable>: Sendable {
         // A merge can drain the root's last separator; its only child then becomes the root,
         // which is how the tree loses height.
         if root.keys.isEmpty && !root.isLeaf {
-            root = root.children[0]
+            root = root.child(0)
         }
         return removed
     }
@@ -86,7 +86,7 @@ extension SortedMap: Sequence {
                 path.append((node, i))
                 // Everything in children[i] is below keys[i], which is already >= lowerBound.
                 if found || node.isLeaf { return }
-                node = node.children[i]
+                node = node.child(i)
             }
         }
 
@@ -95,7 +95,7 @@ extension SortedMap: Sequence {
             while true {
                 path.append((node, 0))
                 if node.isLeaf { return }
-                node = node.children[0]
+                node = node.child(0)
             }
         }
 
@@ -106,8 +106,8 @@ extension SortedMap: Sequence {
                     continue
                 }
                 path[path.count - 1].index = i + 1
-                if !node.isLeaf { descendToFirst(node.children[i + 1]) }
-                return (node.keys[i], node.values[i])
+                if !node.isLeaf { descendToFirst(node.child(i + 1)) }
+                return (node.keys[i], node.value(i))
             }
             return nil
         }
@@ -146,11 +146,12 @@ extension SortedMap where Key == String {
 
 extension SortedMap {
     /// Validates the B-tree's shape (for tests): fill bounds, uniform leaf depth, child counts,
-    /// strict key order across the whole tree, and `count`.
+    /// strict key order across the whole tree, `count`, and each node's patch.
     func checkInvariants() {
         var entries = 0
         var leafDepth: Int?
         func check(_ node: Node, depth: Int, above lower: Key?, below upper: Key?) {
+            node.checkPatch()
             precondition(node.keys.count == node.values.count, "keys and values differ in length")
             precondition(node.keys.count <= node.maxKeys, "node overfull")
             if node !== root {
@@ -226,7 +227,7 @@ extension SortedMap {
             let (key, value) = try next()
             if level > 0 {
                 inner[level - 1].keys.append(key)
-                inner[level - 1].values.append(value)
+                inner[level - 1].storedValues.append(value)
                 level = 0  // the next child's subtree starts at its leftmost leaf
                 continue
             }
@@ -240,8 +241,8 @@ extension SortedMap {
             level = 1
             while level <= top {
                 let parent = inner[level - 1]
-                parent.children.append(completed)
-                guard parent.children.count == sizes[level][inners[level - 1]] + 1 else { break }
+                parent.storedChildren.append(completed)
+                guard parent.storedChildren.count == sizes[level][inners[level - 1]] + 1 else { break }
                 completed = parent
                 inner[level - 1] = Self.innerNode()
                 inners[level - 1] += 1
@@ -263,7 +264,7 @@ extension SortedMap {
     /// An empty node above the leaves, with room for the entries and children it will take.
     private static func innerNode() -> Node {
         let node = Node()
-        node.children.reserveCapacity(Node.maxInnerKeys + 2)
+        node.storedChildren.reserveCapacity(Node.maxInnerKeys + 2)
         return node
     }
 
