@@ -6,26 +6,28 @@ struct StoreState: Sendable {
     var records = SortedMap<String, Record>()
     var blobs = BlobIndex()
     var commitSequence: UInt64 = 0
+    /// The keys the last few commits changed.
+    var recentCommits = RecentCommits()
 
     struct Inconsistency: Error, CustomStringConvertible {
         var description: String
     }
 
-    /// The references each change's key holds now, in the changes' order: one lookup per key, which
-    /// the missing-blob check and the count changes of ``apply(_:replacing:)`` share (in a large
-    /// store each lookup is a walk of cold nodes comparing long keys).
-    func references(replacedBy changes: [LogRecord.Change]) -> [[Digest]] {
-        changes.map { records[$0.key]?.references ?? [] }
+    /// A commit's changes made to the records (``stage(_:)``), the rest of the state not changed yet.
+    struct StagedCommit {
+        /// The changes that change something, in key order: what is logged.
+        var changes: [LogRecord.Change] = []
+        /// The record each of `changes` replaced (nil: none).
+        var replaced: [Record?] = []
     }
 
-    /// The first reference in `changes` to a blob the index does not hold; `replaced` is what
-    /// ``references(replacedBy:)`` gave for them. Only the references a change adds to its record's
-    /// are looked up: the ones the record has already are counted, so the index holds them (a
-    /// counted blob is never dropped).
-    func firstMissingReference(in changes: [LogRecord.Change], replacing replaced: [[Digest]]) -> (key: String, digest: Digest)? {
-        for (change, old) in zip(changes, replaced) {
+    /// The first reference of `staged` to a blob the index does not hold. Only the references a
+    /// change adds to its record's are looked up: the ones the record had are counted, so the index
+    /// holds them (a counted blob is never dropped).
+    func firstMissingReference(in staged: StagedCommit) -> (key: String, digest: Digest)? {
+        for (change, old) in zip(staged.changes, staged.replaced) {
             var missing: Digest?
-            Self.forEachDifference(from: old, to: change.record?.references ?? []) { digest, delta in
+            Self.forEachDifference(from: old?.references ?? [], to: change.record?.references ?? []) { digest, delta in
                 if missing == nil, delta > 0, blobs[digest] == nil { missing = digest }
             }
             if let missing { return (change.key, missing) }
@@ -67,22 +69,64 @@ struct StoreState: Sendable {
     }
 
     /// Applies a commit: replaces each changed record and moves reference counts by the difference
-    /// between the old and new references. Checked before anything changes, so a failure leaves
-    /// the state untouched.
-    ///
-    /// `replaced` is ``references(replacedBy:)`` of the commit's changes in this state, when the
-    /// caller has it already.
-    mutating func apply(_ commit: LogRecord.Commit, replacing replaced: [[Digest]]? = nil) throws(Inconsistency) {
+    /// between the old and new references. Checked before the rest of the state changes, and undone
+    /// on failure, so a failure leaves the state as it was.
+    mutating func apply(_ commit: LogRecord.Commit) throws(Inconsistency) {
         guard commit.sequence == commitSequence + 1 else {
             throw Inconsistency(description: "commit \(commit.sequence) follows commit \(commitSequence)")
         }
-        let replaced = replaced ?? references(replacedBy: commit.changes)
-        if let missing = firstMissingReference(in: commit.changes, replacing: replaced) {
-            throw Inconsistency(description: "record \"\(missing.key)\" references unknown blob \(missing.digest)")
+        let staged = stage(commit.changes)
+        let deltas: [Digest: Int]
+        do throws(Inconsistency) {
+            if let missing = firstMissingReference(in: staged) {
+                throw Inconsistency(description: "record \"\(missing.key)\" references unknown blob \(missing.digest)")
+            }
+            deltas = try referenceDeltas(of: staged)
+        } catch {
+            undo(staged)
+            throw error
         }
+        complete(staged, deltas: deltas, time: commit.time)
+    }
+
+    /// Makes `changes` to the records, in place when the records' nodes are not shared: each key is
+    /// walked to once, and the change gives back the record it replaces (in a large store each walk
+    /// goes through cold nodes comparing long keys). Changes that leave a key as it was (removing a
+    /// missing key, setting an equal record) are left out of the result, so an unchanged rewrite
+    /// commits nothing. The rest of the state is untouched until ``complete(_:deltas:time:)``;
+    /// ``undo(_:)`` puts the records back.
+    mutating func stage(_ changes: [LogRecord.Change]) -> StagedCommit {
+        var staged = StagedCommit()
+        for change in changes {
+            let old: Record?
+            if let record = change.record {
+                old = records.updateValue(record, forKey: change.key)
+            } else {
+                old = records.removeValue(forKey: change.key)
+            }
+            guard old != change.record else { continue }
+            staged.changes.append(change)
+            staged.replaced.append(old)
+        }
+        return staged
+    }
+
+    /// Puts back the records `staged` replaced (its keys are distinct, so in any order).
+    mutating func undo(_ staged: StagedCommit) {
+        for (change, old) in zip(staged.changes, staged.replaced) {
+            if let old {
+                records.updateValue(old, forKey: change.key)
+            } else {
+                records.removeValue(forKey: change.key)
+            }
+        }
+    }
+
+    /// How `staged` moves the reference counts; throws if a count would leave its range.
+    func referenceDeltas(of staged: StagedCommit) throws(Inconsistency) -> [Digest: Int] {
         var deltas: [Digest: Int] = [:]
-        for (change, old) in zip(commit.changes, replaced) {
-            Self.forEachDifference(from: old, to: change.record?.references ?? []) { digest, delta in
+        for (change, old) in zip(staged.changes, staged.replaced) {
+            Self.forEachDifference(from: old?.references ?? [], to: change.record?.references ?? []) { digest, delta in
                 deltas[digest, default: 0] += delta
             }
         }
@@ -92,17 +136,17 @@ struct StoreState: Sendable {
                 throw Inconsistency(description: "reference count of \(digest) would become \(current + delta)")
             }
         }
+        return deltas
+    }
+
+    /// Ends a staged commit (the next in sequence) once it is logged: moves the reference counts by
+    /// `deltas` (``referenceDeltas(of:)``) and remembers the keys it changed.
+    mutating func complete(_ staged: StagedCommit, deltas: [Digest: Int], time: UInt32) {
         for (digest, delta) in deltas where delta != 0 {
-            _ = blobs.adjustReferences(of: digest, by: delta, time: commit.time)
+            _ = blobs.adjustReferences(of: digest, by: delta, time: time)
         }
-        for change in commit.changes {
-            if let record = change.record {
-                records.updateValue(record, forKey: change.key)
-            } else {
-                records.removeValue(forKey: change.key)
-            }
-        }
-        commitSequence = commit.sequence
+        commitSequence += 1
+        recentCommits.note(staged.changes, sequence: commitSequence)
     }
 
     /// Restarts the grace period of a blob the index holds (a put of bytes the store has), so a

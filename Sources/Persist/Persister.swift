@@ -110,13 +110,12 @@ public final class Persister: Sendable {
         try Head(store.record(forKey: layout.head), key: layout.head)
     }
 
-    /// The history's position as `transaction` sees it: the head this process last wrote when the
-    /// transaction builds on that very commit (a lookup in a large store is a walk of cold nodes).
+    /// The history's position as `transaction` sees it: the head this process last wrote when no
+    /// commit since changed it, as the store remembers (a lookup in a large store is a walk of cold
+    /// nodes, and an app commits other records between two writes: facadespeed's `p.1KiB`).
     func head(in transaction: Transaction) throws -> Head {
-        if let known = shared.knownHead, transaction.baseSequence == known.afterCommit {
-            let record = try transaction.record(forKey: layout.head, known: known.record, afterCommit: known.afterCommit)
-            if record == known.record { return known.head }
-        }
-        return try Head(transaction.record(forKey: layout.head), key: layout.head)
+        guard let known = shared.knownHead else { return try Head(transaction.record(forKey: layout.head), key: layout.head) }
+        let record = try transaction.record(forKey: layout.head, known: known.record, afterCommit: known.afterCommit)
+        return record == known.record ? known.head : try Head(record, key: layout.head)
     }
 }

@@ -24,6 +24,44 @@ import Testing
         }
     }
 
+    /// The head is taken across raw commits of other keys (the store remembers they did not change
+    /// it), and read again after one that did, with unrelated commits around it.
+    // Mutant caught: the store's memory of recent commits ignoring their keys (the rewritten head
+    // would be taken from memory, and step B kept).
+    @Test func rawCommitsBetweenWritesAreSeenOnlyWhenTheyChangeTheHead() async throws {
+        try await onOwnThread {
+            let fixture = try Fixture()
+            let persister = fixture.persister, store = fixture.store
+            func rawCommit(_ label: String) throws {
+                try store.write { try $0.setRecord(Record(value: Data(label.utf8)), forKey: "raw/\(label)") }
+            }
+            try persister.write("A") { try $0.save(Item(label: "a")) }
+            let afterA = try #require(try store.record(forKey: persister.layout.head))
+            try rawCommit("1")
+            try persister.write("B") { try $0.save(Item(label: "b")) }
+            try rawCommit("2")
+            try store.write { try $0.setRecord(afterA, forKey: persister.layout.head) }
+            try rawCommit("3")
+            try persister.write("C") { try $0.save(Item(label: "c")) }
+            try rawCommit("4")
+            try rawCommit("5")
+            try persister.write("D") { try $0.save(Item(label: "d")) }
+            try rawCommit("6")
+            #expect(try persister.undo()?.actionName == "D")
+            try rawCommit("7")
+            #expect(try persister.redo()?.actionName == "D")
+            try rawCommit("8")
+            #expect(try persister.undo()?.actionName == "D")
+            #expect(try persister.undo()?.actionName == "C")
+            let history = try persister.history()
+            #expect(history.steps.map(\.actionName) == ["A", "C", "D"])
+            #expect(history.cursor == 1)
+            #expect(try persister.head().changeCount == 7)
+            // B's item stays: its step left the history with the head put back, not undone.
+            #expect(Set(try persister.fetchAll(Item.self).map(\.label)) == ["a", "b"])
+        }
+    }
+
     @Test func aPruneBetweenWritesIsSeen() async throws {
         try await onOwnThread {
             let fixture = try Fixture()

@@ -131,65 +131,73 @@ final class CommitPipeline: Sendable {
             // Released before the flush, so the next transaction joins this one's group commit.
             defer { writer.unlock() }
             let changes: [LogRecord.Change]
-            let replaced: Replaced
             do {
                 // Ends before the commit: a base still held would make it copy the path it changes.
-                let (base, sequence) = core.withLock { ($0.state.records, $0.state.commitSequence) }
-                var transaction = Transaction(base: base, limits: limits, baseSequence: sequence)
+                let (base, sequence, recentCommits) = core.withLock { ($0.state.records, $0.state.commitSequence, $0.state.recentCommits) }
+                var transaction = Transaction(base: base, limits: limits, baseSequence: sequence, recentCommits: recentCommits)
                 result = try body(&transaction)
-                let effective = try transaction.effectiveChangesWithReplaced()
-                changes = effective.map { LogRecord.Change(key: $0.key, record: $0.record) }
-                replaced = Replaced(afterCommit: sequence, references: effective.map { $0.replaced?.references ?? [] })
+                changes = transaction.changes.map { LogRecord.Change(key: $0.key, record: $0.value) }
             }
-            if changes.isEmpty {
+            if !changes.isEmpty, let lsn = try commit(changes) {
+                flushTo = lsn
+                committed = true
+            } else {
                 // A transaction that changed nothing still returns only once the state it saw is durable:
                 // it may have read (or rewritten unchanged) a commit that another writer has not synced yet.
                 // (Read only then: it takes the lock every committer contends for.)
                 flushTo = log.appendedLSN
                 committed = false
-            } else {
-                flushTo = try commit(changes, replacing: replaced)
-                committed = true
             }
         }
         return (result, committed, flushTo)
     }
 
-    /// The references of the records a transaction's changes replace, as its base held them: the
-    /// state's still, unless a commit came in between (records change only by commits).
-    private struct Replaced {
-        var afterCommit: UInt64
-        var references: [[Digest]]
-    }
-
-    /// Applies and logs a transaction's changes under the core lock; returns the commit's LSN.
-    private func commit(_ changes: [LogRecord.Change], replacing known: Replaced) throws -> UInt64 {
-        let lsn = try core.whileOpen { held in
+    /// Applies and logs a transaction's changes under the core lock; returns the commit's LSN, or nil
+    /// when none of them changes anything (nothing is logged then). The records are changed first,
+    /// each key walked to once for the change and the record it replaces, and put back if a check or
+    /// the append fails: nothing a reader sees changes before the log has the commit.
+    private func commit(_ changes: [LogRecord.Change]) throws -> UInt64? {
+        let lsn = try core.whileOpen { held -> UInt64? in
+            let staged = held.state.stage(changes)
+            guard !staged.changes.isEmpty else { return nil }
             // Taken under the lock so commit times rise with LSNs (``Published/horizon`` relies on it).
             let time = clock()
-            let replaced = held.state.commitSequence == known.afterCommit ? known.references : held.state.references(replacedBy: changes)
-            if let missing = held.state.firstMissingReference(in: changes, replacing: replaced) {
-                throw StoreError(
-                    code: .missingBlob,
-                    message: "record \"\(Store.describe(missing.key))\" references blob \(missing.digest), which the store does not hold")
-            }
-            let record = LogRecord.Commit(sequence: held.state.commitSequence + 1, time: time, changes: changes)
-            let lsn = try log.append(.commit(record))
+            let deltas: [Digest: Int]
+            let lsn: UInt64
             do {
-                try held.state.apply(record, replacing: replaced)
+                deltas = try Self.checked(staged, in: held.state)
+                lsn = try log.append(.commit(LogRecord.Commit(sequence: held.state.commitSequence + 1, time: time, changes: staged.changes)))
             } catch {
-                // Checked above, so unreachable short of a bug; the log already has the record, so stop here.
-                throw StoreError(code: .corrupted, message: "commit could not be applied: \(error)")
+                held.state.undo(staged)
+                throw error
             }
+            held.state.complete(staged, deltas: deltas, time: time)
             published.withLock { $0.applied(lsn: lsn, time: time) }
             return lsn
         }
+        guard let lsn else { return nil }
         let target = gatherTarget.load(ordering: .sequentiallyConsistent)
         if target > 0, log.bufferedCommits >= target,
            gatherTarget.compareExchange(expected: target, desired: 0, ordering: .sequentiallyConsistent).exchanged {
             batchGathered.notifyAll()
         }
         return lsn
+    }
+
+    /// The reference count changes of `staged` in `state`, once every reference it adds names a blob
+    /// the store holds (`missingBlob` otherwise).
+    private static func checked(_ staged: StoreState.StagedCommit, in state: StoreState) throws -> [Digest: Int] {
+        if let missing = state.firstMissingReference(in: staged) {
+            throw StoreError(
+                code: .missingBlob,
+                message: "record \"\(Store.describe(missing.key))\" references blob \(missing.digest), which the store does not hold")
+        }
+        do {
+            return try state.referenceDeltas(of: staged)
+        } catch {
+            // The counts only ever hold what the records do, so unreachable short of a bug.
+            throw StoreError(code: .corrupted, message: "commit could not be applied: \(error)")
+        }
     }
 
     // MARK: Group commit

@@ -11,39 +11,43 @@ public struct Transaction {
     /// prefix listing merges two sorted runs and commit takes the changes without a sort.
     private(set) var changes = SortedMap<String, Record?>()
     private var encodedSize = 0
-    /// The last few records read from the base, which does not change: a key read and then set (a
-    /// facade's read-modify-write) is not looked up again when the commit finds what it replaces,
-    /// a walk of cold nodes in a large store's record tree. Shared by copies of the transaction,
-    /// which all read the same base.
-    private let baseReads = BaseReads()
     /// The commit whose state `base` is (nil: not known, as in a cluster): a facade that kept what
     /// it wrote in that commit can take it from memory instead of walking the record tree.
     package let baseSequence: UInt64?
+    /// The keys the commits up to `baseSequence` changed, as far as the engine remembers them.
+    private let recentCommits: RecentCommits
 
-    /// A transaction over `base`, the state it reads (an engine's), which is the state after commit
-    /// `baseSequence` when known.
-    package init(base: any RecordView, limits: Store.Limits, baseSequence: UInt64? = nil) {
+    /// A transaction over `base`, the state it reads (an engine's), whose commit is not known.
+    package init(base: any RecordView, limits: Store.Limits) {
+        self.init(base: base, limits: limits, baseSequence: nil, recentCommits: RecentCommits())
+    }
+
+    /// A transaction over `base`, the state after commit `baseSequence`, whose engine remembers what
+    /// the last commits up to it changed (`recentCommits`).
+    init(base: any RecordView, limits: Store.Limits, baseSequence: UInt64?, recentCommits: RecentCommits) {
         self.base = base
         self.limits = limits
         self.baseSequence = baseSequence
+        self.recentCommits = recentCommits
     }
 
     /// The record under `key` as this transaction sees it.
     public func record(forKey key: String) throws -> Record? {
         try Store.validate(key: key, limits: limits)
         if let change = changes[key] { return change }
-        let record = try base.record(forKey: key)
-        baseReads.note(record, forKey: key)
-        return record
+        return try base.record(forKey: key)
     }
 
-    /// ``record(forKey:)`` when the caller knows the base held `known` under `key` if it is the state
-    /// after commit `sequence`: then no lookup, and the commit does not look it up either.
+    /// ``record(forKey:)`` when the caller knows the store held `known` under `key` after commit
+    /// `sequence`: no lookup when the base is that commit's state, or a later one and the engine
+    /// remembers that no commit since changed `key` (a facade's own last write, with other writers'
+    /// commits in between). A lookup otherwise, as in a cluster.
     package func record(forKey key: String, known: Record?, afterCommit sequence: UInt64) throws -> Record? {
-        guard baseSequence == sequence else { return try record(forKey: key) }
+        guard let baseSequence, recentCommits.unchanged(key, after: sequence, through: baseSequence) else {
+            return try record(forKey: key)
+        }
         try Store.validate(key: key, limits: limits)
         if let change = changes[key] { return change }
-        baseReads.note(known, forKey: key)
         return known
     }
 
@@ -99,51 +103,11 @@ public struct Transaction {
         encodedSize += size
     }
 
-    /// Every change in key order, unchanged rewrites included: for an engine that drops those
-    /// itself where it reads the rows anyway (the cluster's group commit), instead of reading each
-    /// key once more here.
+    /// Every change in key order, unchanged rewrites included: the engine drops those where it
+    /// changes the records (the embedded engine's commit, the cluster's group commit), which finds
+    /// the record each replaces anyway.
     package var pendingChanges: [(key: String, record: Record?)] {
         changes.map { (key: $0.key, record: $0.value) }
-    }
-
-    /// The effective changes in key order: the new record under each key, nil for a removal.
-    /// Changes that leave a key as it was (removing a missing key, setting an identical record) are
-    /// left out, so an unchanged rewrite commits nothing.
-    package func effectiveChanges() throws -> [(key: String, record: Record?)] {
-        try effectiveChangesWithReplaced().map { ($0.key, $0.record) }
-    }
-
-    /// ``effectiveChanges()`` with the record each replaces in the base (nil: none), for a commit
-    /// that counts the references it drops: each key is looked up in the base once for both.
-    package func effectiveChangesWithReplaced() throws -> [(key: String, record: Record?, replaced: Record?)] {
-        try changes.compactMap { key, record in
-            let replaced = try baseReads.record(forKey: key) ?? base.record(forKey: key)
-            if record == replaced { return nil }
-            return (key, record, replaced)
-        }
-    }
-}
-
-/// A transaction's last few reads of its base: a key, and the record it held (nil: none). A class,
-/// so that reading (a non-mutating method) notes them.
-private final class BaseReads {
-    /// Enough for a read-modify-write of a few records; a larger transaction looks the rest up again.
-    static let capacity = 4
-    private var reads: [(key: String, record: Record?)] = []
-    private var next = 0
-
-    func note(_ record: Record?, forKey key: String) {
-        if reads.count < Self.capacity {
-            reads.append((key, record))
-        } else {
-            reads[next] = (key, record)
-            next = (next + 1) % Self.capacity
-        }
-    }
-
-    /// The record read under `key`: `.some(nil)` when the base had none, nil when not among the reads.
-    func record(forKey key: String) -> Record?? {
-        reads.first { $0.key == key }.map(\.record)
     }
 }
 

@@ -66,8 +66,9 @@ final class SharedState: Sendable {
         }
     }
 
-    /// A head as the store holds it after commit `afterCommit`: valid for a transaction whose base is
-    /// exactly that commit's state, whatever came later (another writer, a prune) moves the sequence.
+    /// A head as the store held it after commit `afterCommit`: taken by a transaction over that
+    /// commit's state, or a later one when the store remembers that no commit since changed the head
+    /// (another writer's write, undo or prune does).
     struct KnownHead: Sendable {
         var afterCommit: UInt64
         var head: Head
