@@ -269,7 +269,7 @@ struct SortedMapTests {
         var depth = 0
         while true {
             #expect(old !== new, "depth \(depth): the node on the path was not copied")
-            #expect(same(old.keys, new.keys), "depth \(depth): keys copied")
+            #expect(same(old.keys.storage, new.keys.storage), "depth \(depth): keys copied")
             #expect(same(old.storedChildren, new.storedChildren), "depth \(depth): child array copied")
             let (index, found) = new.index(of: key(changed))
             if found {

@@ -38,7 +38,7 @@ extension SortedMap {
         var maxKeys: Int { Self.maxKeys(leaf: isLeaf) }
         var minKeys: Int { Self.minKeys(leaf: isLeaf) }
 
-        var keys: ContiguousArray<Key>
+        var keys: NodeKeys
         /// The entries' values, but for a leaf's ``patch``ed slot: read through ``value(_:)``.
         var storedValues: ContiguousArray<Value>
         /// Empty in leaves; otherwise `keys.count + 1` subtrees, the `i`th holding the keys between
@@ -114,31 +114,28 @@ extension SortedMap {
             init(_ value: Value) { self.value = value }
         }
 
-        /// Reserves room for one key beyond `maxKeys`: inserting into a full node overflows it
-        /// briefly before the parent splits it, and that must not reallocate the arrays.
-        init<K: Collection<Key>, V: Collection<Value>, C: Collection<Node>>(
-            keys: K, values: V, children: C
-        ) {
-            self.keys = []
+        /// Reserves room for one entry beyond `maxKeys` in the values and children: inserting into a
+        /// full node overflows it briefly before the parent splits it, and that must not reallocate
+        /// those arrays. The keys' buffer grows as their bytes come.
+        init<V: Collection<Value>, C: Collection<Node>>(keys: NodeKeys, values: V, children: C) {
+            self.keys = keys
             self.storedValues = []
             self.storedChildren = []
             let limit = Self.maxKeys(leaf: children.isEmpty)
-            self.keys.reserveCapacity(limit + 1)
             self.storedValues.reserveCapacity(limit + 1)
             if !children.isEmpty { self.storedChildren.reserveCapacity(limit + 2) }
-            self.keys.append(contentsOf: keys)
             self.storedValues.append(contentsOf: values)
             self.storedChildren.append(contentsOf: children)
         }
 
         /// A leaf that takes `keys` and `values` as they are (their capacity already reserved).
-        convenience init(keys: ContiguousArray<Key>, values: ContiguousArray<Value>) {
+        convenience init(keys: NodeKeys, values: ContiguousArray<Value>) {
             self.init(sharing: keys, values, [])
         }
 
         /// A node that takes the three arrays as they are: sharing their buffers with another node
         /// until one of them changes them (the arrays' own copy on write).
-        private init(sharing keys: ContiguousArray<Key>, _ values: ContiguousArray<Value>, _ children: ContiguousArray<Node>) {
+        private init(sharing keys: NodeKeys, _ values: ContiguousArray<Value>, _ children: ContiguousArray<Node>) {
             self.keys = keys
             self.storedValues = values
             self.storedChildren = children
@@ -223,15 +220,7 @@ extension SortedMap {
 
         /// The first index whose key is `>= key`, and whether that key equals `key`.
         func index(of key: Key) -> (index: Int, found: Bool) {
-            // A local copy keeps the loop free of exclusivity checks on the class property.
-            let keys = self.keys
-            var low = 0
-            var high = keys.count
-            while low < high {
-                let middle = (low + high) / 2
-                if keys[middle] < key { low = middle + 1 } else { high = middle }
-            }
-            return (low, low < keys.count && keys[low] == key)
+            keys.index(of: key)
         }
 
         /// Child `i`, made safe to mutate: copied when another tree still shares it. Callers must
@@ -290,12 +279,11 @@ extension SortedMap {
             fold()
             let middle = keys.count / 2
             let right = Node(
-                keys: keys[(middle + 1)...],
+                keys: keys.removeKeys(from: middle + 1),
                 values: storedValues[(middle + 1)...],
                 children: isLeaf ? [] : storedChildren[(middle + 1)...]
             )
-            let separator = (keys[middle], storedValues[middle], right)
-            keys.removeSubrange(middle...)
+            let separator = (keys.removeLast(), storedValues[middle], right)
             storedValues.removeSubrange(middle...)
             if !isLeaf { storedChildren.removeSubrange((middle + 1)...) }
             return separator
@@ -320,7 +308,7 @@ extension SortedMap {
                 // An internal entry separates two subtrees, so replace it with its in-order
                 // predecessor, which always sits in a leaf.
                 let predecessor = child.removeLast()
-                keys[i] = predecessor.key
+                keys.replace(at: i, with: predecessor.key)
                 removed = setValue(predecessor.value, at: i)
             } else {
                 removed = child.removeValue(forKey: key)
@@ -352,7 +340,7 @@ extension SortedMap {
                 child.fold()
                 child.keys.insert(keys[i - 1], at: 0)
                 child.storedValues.insert(storedValues[i - 1], at: 0)
-                keys[i - 1] = left.keys.removeLast()
+                keys.replace(at: i - 1, with: left.keys.removeLast())
                 storedValues[i - 1] = left.storedValues.removeLast()
                 if !left.isLeaf { child.storedChildren.insert(left.storedChildren.removeLast(), at: 0) }
             } else if i + 1 < storedChildren.count, self.child(i + 1).keys.count > minKeys {
@@ -361,7 +349,7 @@ extension SortedMap {
                 child.fold()
                 child.keys.append(keys[i])
                 child.storedValues.append(storedValues[i])
-                keys[i] = right.keys.removeFirst()
+                keys.replace(at: i, with: right.keys.removeFirst())
                 storedValues[i] = right.storedValues.removeFirst()
                 if !right.isLeaf { child.storedChildren.append(right.storedChildren.removeFirst()) }
             } else {

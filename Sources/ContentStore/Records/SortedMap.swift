@@ -4,7 +4,7 @@
 /// only the nodes on the path from the root to the changed entry (plus the siblings a rebalance
 /// touches); every other node stays shared. When the map is the nodes' only owner, mutation
 /// happens in place.
-struct SortedMap<Key: Comparable & Sendable, Value: Sendable>: Sendable {
+struct SortedMap<Key: SortedMapKey, Value: Sendable>: Sendable {
     private(set) var root: Node
     private(set) var count: Int
 
@@ -215,7 +215,7 @@ extension SortedMap {
         let top = sizes.count - 1
         // The open leaf's entries, kept in locals (31 of 32 entries land here), and one open node
         // per level above it.
-        var leafKeys = Self.nodeArray(Key.self), leafValues = Self.nodeArray(Value.self)
+        var leafKeys = NodeKeys.Builder(), leafValues = Self.nodeArray(Value.self)
         var leaves = 0
         var inner = (0 ..< top).map { _ in Self.innerNode() }
         var inners = [Int](repeating: 0, count: top)
@@ -234,8 +234,8 @@ extension SortedMap {
             leafKeys.append(key)
             leafValues.append(value)
             guard leafKeys.count == sizes[0][leaves] else { continue }
-            var completed = Node(keys: leafKeys, values: leafValues)
-            (leafKeys, leafValues) = (Self.nodeArray(Key.self), Self.nodeArray(Value.self))
+            var completed = Node(keys: leafKeys.build(), values: leafValues)
+            leafValues = Self.nodeArray(Value.self)
             leaves += 1
             // The leaf joins its parent; each ancestor that now has all its children joins its own.
             level = 1
@@ -243,6 +243,7 @@ extension SortedMap {
                 let parent = inner[level - 1]
                 parent.storedChildren.append(completed)
                 guard parent.storedChildren.count == sizes[level][inners[level - 1]] + 1 else { break }
+                parent.keys.releaseUnusedCapacity()
                 completed = parent
                 inner[level - 1] = Self.innerNode()
                 inners[level - 1] += 1
@@ -254,7 +255,7 @@ extension SortedMap {
         root = completedRoot ?? Node()
     }
 
-    /// Room for a leaf's entries, one beyond its limit (see ``Node/init(keys:values:children:)``).
+    /// Room for a leaf's values, one beyond its limit (see ``Node/init(keys:values:children:)``).
     private static func nodeArray<Element>(_: Element.Type) -> ContiguousArray<Element> {
         var array = ContiguousArray<Element>()
         array.reserveCapacity(Node.maxKeys(leaf: true) + 1)
