@@ -153,6 +153,19 @@ struct SortedMapKeysTests {
         #expect(map["\u{212A}1"] == map["K1"])
     }
 
+    /// The empty key alone in a node has no bytes at all: built in one pass, inserted, removed and
+    /// joined by other keys.
+    @Test func theEmptyKeyAlone() {
+        var loaded = [("", 1)].makeIterator()
+        var map = SortedMap<String, Int>(count: 1) { loaded.next()! }
+        #expect(map[""] == 1 && map.count == 1)
+        #expect(map.removeValue(forKey: "") == 1)
+        #expect(map.updateValue(2, forKey: "") == nil)
+        map.updateValue(3, forKey: "a")
+        #expect(map.map(\.key) == ["", "a"] && map[""] == 2)
+        map.checkInvariants()
+    }
+
     /// Prefix scans keep `String.hasPrefix` semantics over keys whose bytes would say otherwise.
     @Test(arguments: ["", "caf", "caf\u{E9}", "cafe", "cafe\u{301}", "K", "\u{212A}", "e", "persist/default/",
                       String(repeating: "p", count: 1_024), "a-1", "\u{10FFFF}"])

@@ -27,7 +27,7 @@ extension SortedMap {
     /// keys' UTF-8 bytes back to back.
     ///
     /// Keys as separate `String`s put each on its own heap object: a binary search touched ~5 of
-    /// them, each on its own page (the record tree's lookups were TLB-bound, §44), and copying a
+    /// them, each on its own page (the record tree's lookups were TLB-bound: Docs/benchmarks/analysis.md §44), and copying a
     /// node retained each. Here a search reads one buffer, a copy is a copy of plain bytes, and a
     /// key costs its bytes and 4 more instead of a 16-byte `String` and, past 15 bytes, a heap
     /// object with a 32-byte header. A key handed out (iteration, a split's separator) is a new
@@ -155,7 +155,8 @@ extension SortedMap {
                     memmove(raw + base + 4 + start + length, raw + base + start, total - start)
                     memmove(raw + base + 4, raw + base, start)
                     memmove(raw + 4 + 4 * (i + 1), raw + 4 + 4 * i, 4 * (n - i))
-                    (raw + base + 4 + start).copyMemory(from: key.baseAddress!, byteCount: length)
+                    UnsafeMutableRawBufferPointer(start: raw + base + 4 + start, count: length)
+                        .copyMemory(from: UnsafeRawBufferPointer(key))  // the empty key may have no address
                     raw.storeBytes(of: UInt32(n + 1), toByteOffset: 0, as: UInt32.self)
                     raw.storeBytes(of: UInt32(start + length) | entry, toByteOffset: 4 + 4 * i, as: UInt32.self)
                     for j in (i + 1) ..< (n + 1) {
@@ -291,8 +292,9 @@ extension SortedMap {
                 keys.storage = ContiguousArray(unsafeUninitializedCapacity: base + bytes.count) { buffer, initialized in
                     let raw = UnsafeMutableRawBufferPointer(buffer)
                     raw.storeBytes(of: UInt32(ends.count), toByteOffset: 0, as: UInt32.self)
-                    ends.withUnsafeBytes { raw.baseAddress!.advanced(by: 4).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-                    bytes.withUnsafeBytes { raw.baseAddress!.advanced(by: base).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+                    ends.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: raw[4 ..< base]).copyMemory(from: $0) }
+                    // Empty when the node's one key is the empty key.
+                    bytes.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: raw[base...]).copyMemory(from: $0) }
                     initialized = base + bytes.count
                 }
                 return keys
