@@ -19,6 +19,31 @@ import TestThreads
         #expect(try Head(head.record, key: "k") == head)
     }
 
+    /// A save reads the stored entity record by comparing its bytes with the name it expects, and
+    /// one that replaces the entity shares the stored value (the name's bytes): the record is still
+    /// the one a fresh save writes, with the new body as its one reference.
+    @Test func aReplacedEntityKeepsItsRecordsLayout() throws {
+        let fixture = try Fixture()
+        let first = Item(id: UUID.numbered(1), label: "first"), second = Item(id: UUID.numbered(1), label: "second", amount: 2)
+        try fixture.persister.write { try $0.save(first) }
+        try fixture.persister.write { try $0.save(second) }
+        let stored = try #require(try fixture.store.record(forKey: Layout(name: "default").entity(first.id)))
+        let body = Digest.sha256(try BodyCoding.encode(second))
+        #expect(stored == EntityRecord(entityName: Item.entityName, body: body).record)
+        #expect(stored.references == [body])
+        #expect(try fixture.persister.fetch(Item.self, id: first.id) == second)
+        // A name of the same length is still another name: recognized by every byte, not the length.
+        #expect { try fixture.persister.write { try $0.save(Itex(id: first.id)) } } throws: { error in
+            guard case PersistError.typeMismatch(_, let expected, let found) = error else { return false }
+            return expected == "Itex" && found == "Item"
+        }
+    }
+
+    struct Itex: Entity {
+        static let entityName = "Itex"
+        var id: UUID
+    }
+
     @Test func keysKeepPersistersApart() {
         let layout = Layout(name: "a/b%c")
         #expect(layout.prefix == "persist/a%2Fb%25c/")

@@ -261,16 +261,49 @@ struct EntityRecord: Hashable, Sendable {
 
     init(_ record: Record, key: String) throws {
         entityName = try RecordFormat.decode(record.value, as: .entity, key: key) { try $0.readString() }
-        guard record.references.count == 1 else {
+        guard let body = record.onlyReference else {
             throw RecordFormat.corrupted("an entity has \(record.references.count) references", key: key)
         }
-        body = record.references[0]
+        self.body = body
     }
+
+    /// ``init(_:key:)`` of a record the caller expects to be named `name` (a save of that type):
+    /// such a record is recognized by its bytes, without making the name a string and validating
+    /// it, which was a share of every save (Docs/benchmarks/analysis.md §53).
+    init(_ record: Record, key: String, expecting name: String) throws {
+        guard let body = record.onlyReference, Self.isValue(record.value, of: name) else {
+            try self.init(record, key: key)
+            return
+        }
+        self.init(entityName: name, body: body)
+    }
+
+    /// Whether `value` is exactly the value ``record`` writes for `name`.
+    private static func isValue(_ value: Data, of name: String) -> Bool {
+        var name = name
+        return name.withUTF8 { utf8 in
+            value.withUnsafeBytes { raw in
+                raw.count == nameOffset + utf8.count && raw[0] == RecordFormat.version && raw[1] == RecordFormat.Kind.entity.rawValue
+                    && raw.loadUnaligned(fromByteOffset: 2, as: UInt32.self).littleEndian == UInt32(utf8.count)
+                    && UnsafeRawBufferPointer(rebasing: raw[nameOffset...]).elementsEqual(utf8)
+            }
+        }
+    }
+
+    /// Where the name's bytes start in the value: after the version, the kind and the length.
+    private static let nameOffset = 6
 
     var record: Record {
         var writer = RecordFormat.writer(.entity, capacity: 8 + entityName.utf8.count)
         writer.append(string: entityName)
-        return Record(value: Data(writer.bytes), references: [body])
+        return Record(value: Data(writer.bytes), onlyReference: body)
+    }
+
+    /// ``record`` when it replaces `stored`, an entity record of the same name (read by
+    /// ``init(_:key:)``, which takes only these exact bytes): the value is the name alone, so the
+    /// stored one is shared, not encoded and allocated again at every save.
+    func record(replacing stored: Record) -> Record {
+        Record(value: stored.value, onlyReference: body)
     }
 }
 
