@@ -454,19 +454,32 @@ struct Diff: Hashable, Sendable {
         // Sorted, then adjacent repeats dropped: a write's diff names a few, which a set would hash.
         var all: [Digest] = []
         for change in changes {
-            all += change.before?.references ?? []
-            all += change.after?.references ?? []
+            Self.append(change.before, to: &all)
+            Self.append(change.after, to: &all)
         }
         all.sort()
         return all.indices.compactMap { $0 > 0 && all[$0] == all[$0 - 1] ? nil : all[$0] }
+    }
+
+    /// `record`'s references, appended to `digests`. A record with one (an entity's) is read
+    /// without the array ``Record/references`` makes: an allocation per record image of a step.
+    private static func append(_ record: Record?, to digests: inout [Digest]) {
+        guard let record else { return }
+        if let only = record.onlyReference { digests.append(only) } else { digests += record.references }
     }
 
     private static func write(_ record: Record?, to writer: inout ByteWriter) {
         guard let record else { return writer.append(UInt8(0)) }
         writer.append(UInt8(1))
         writer.appendLengthPrefixed(record.value)
-        writer.append(UInt32(record.references.count))
-        for digest in record.references { writer.append(digest) }
+        if let only = record.onlyReference {
+            writer.append(UInt32(1))
+            writer.append(only)
+            return
+        }
+        let references = record.references
+        writer.append(UInt32(references.count))
+        for digest in references { writer.append(digest) }
     }
 
     private static func readImage(_ reader: inout ByteReader) throws -> Record? {
