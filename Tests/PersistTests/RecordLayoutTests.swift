@@ -47,6 +47,8 @@ import TestThreads
     @Test func keysKeepPersistersApart() {
         let layout = Layout(name: "a/b%c")
         #expect(layout.prefix == "persist/a%2Fb%25c/")
+        #expect(layout.head == "persist/a%2Fb%25c/head")
+        #expect(layout.entity(UUID.numbered(1)) == "persist/a%2Fb%25c/e/" + UUID.numbered(1).uuidString)
         let source = UUID.numbered(1), target = UUID.numbered(2)
         #expect(layout.parse(layout.relation(from: source, to: target, as: "x/y")) == .relation(source: source, relation: "x/y", target: target))
         #expect(layout.parse(layout.backlink(from: source, to: target, as: "%2F")) == .backlink(target: target, source: source, relation: "%2F"))

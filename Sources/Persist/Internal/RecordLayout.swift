@@ -38,14 +38,18 @@ import Foundation
 struct Layout: Sendable {
     /// `persist/<esc name>/`.
     let prefix: String
+    /// Made once: each is longer than a small string, so joining it per use was an allocation,
+    /// several in every write (the head is read and written, an entity's and a step's key made).
+    let head: String
+    let entityPrefix: String
+    let stepPrefix: String
 
     init(name: String) {
         prefix = "persist/" + Names.escape(name) + "/"
+        head = prefix + "head"
+        entityPrefix = prefix + "e/"
+        stepPrefix = prefix + "s/"
     }
-
-    var head: String { prefix + "head" }
-    var entityPrefix: String { prefix + "e/" }
-    var stepPrefix: String { prefix + "s/" }
 
     func entity(_ id: UUID) -> String { entityPrefix + id.text }
     func typeIndexPrefix(_ entityName: String) -> String { prefix + "t/" + Names.escape(entityName) + "/" }
