@@ -44,8 +44,15 @@ public struct Record: Hashable, Sendable {
     }
 
     /// A record with a single reference, without the array ``init(value:references:)`` takes.
-    init(value: Data, onlyReference digest: Digest) {
+    package init(value: Data, onlyReference digest: Digest) {
         storage = .one(value, digest)
+    }
+
+    /// The reference of a record that has exactly one, else nil: read without the array
+    /// ``references`` makes.
+    package var onlyReference: Digest? {
+        guard case .one(_, let digest) = storage else { return nil }
+        return digest
     }
 
     /// One canonical form per list of references, so the synthesized equality compares the lists.

@@ -62,7 +62,7 @@ public struct PersistTransaction {
         let key = layout.entity(entity.id)
         // Read once: the same record is the undo step's "before" side (`set(_:forKey:current:)`).
         let stored = try transaction.record(forKey: key)
-        let existing = try stored.map { try EntityRecord($0, key: key) }
+        let existing = try stored.map { try EntityRecord($0, key: key, expecting: E.entityName) }
         if let existing, existing.entityName != E.entityName {
             throw PersistError.typeMismatch(entity.id, expected: E.entityName, found: existing.entityName)
         }
@@ -73,8 +73,12 @@ public struct PersistTransaction {
             try store.put(body, knownDigest: digest)  // hashed once: the digest above
             savedBodies[digest] = body
         }
-        try set(EntityRecord(entityName: E.entityName, body: digest).record, forKey: key, current: stored)
-        if existing == nil { try set(Record(), forKey: layout.typeIndex(E.entityName, entity.id)) }
+        let saved = EntityRecord(entityName: E.entityName, body: digest)
+        guard let stored else {
+            try set(saved.record, forKey: key, current: nil)
+            return try set(Record(), forKey: layout.typeIndex(E.entityName, entity.id))
+        }
+        try set(saved.record(replacing: stored), forKey: key, current: stored)
     }
 
     /// Deletes the entity, every relation from or to it, and, recursively, every target it relates

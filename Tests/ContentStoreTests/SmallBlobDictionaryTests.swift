@@ -120,6 +120,31 @@ import TestThreads
         #expect(Data(decoded) == blocks.last!)
     }
 
+    /// Puts keep a context set up for the dictionary from one frame to the next: every frame, also
+    /// one after a frame that did not fit (content unlike the samples), is still zstd's own with
+    /// the dictionary, no dictionary id and raw literals.
+    @Test func framesFromAKeptContextAreZstdsOwn() throws {
+        let dir = TemporaryDirectory()
+        let blocks = Self.blocks(Self.trainingBlocks + 4)
+        let store = try Store(at: dir.store, configuration: Self.configuration())
+        try Self.putTrainingSample(blocks.prefix(Self.trainingBlocks), into: store)
+        var random = SeededRandom(seed: 7)
+        let letters = Data((0 ..< Self.blockSize).map { _ in UInt8(ascii: "a") + UInt8(random.next() % 16) })
+        let later = Array(blocks.suffix(4))
+        var digests = try later.prefix(2).map { try store.put($0) }
+        try store.put(letters)  // its frame does not fit: stored without the dictionary
+        digests += try later.suffix(2).map { try store.put($0) }
+        try store.close()
+
+        let dictionaryEntry = try #require(try ChunkDictionaryTests.packEntries(dir.store).first { $0.header.isDictionary })
+        let dictionary = try Self.decodedDictionary(dictionaryEntry.header, dictionaryEntry.payload)
+        for (blob, digest) in zip(later, digests) {
+            let entry = try Self.packEntry(dir, digest)
+            #expect(entry.header.usesDictionary)
+            #expect(Array(entry.payload.dropFirst(PackFormat.dictionaryReferenceSize)) == Self.referenceFrame(blob, dictionary: dictionary))
+        }
+    }
+
     /// The frame made through zstd's parameter API, independently of the engine's `ZSTD_CDict`.
     static func referenceFrame(_ blob: Data, dictionary: [UInt8]) -> [UInt8] {
         let context = ZSTD_createCCtx()!

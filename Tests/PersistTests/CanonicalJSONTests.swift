@@ -105,6 +105,17 @@ import Testing
         try expectSameBytes(doubles.map { Date(timeIntervalSinceReferenceDate: $0) })
     }
 
+    /// Whole doubles below 2^53 are written as integers without formatting the float; at 2^53 and
+    /// beyond, and for -0, `description`'s own form (exponents, the sign) must still come out.
+    @Test func wholeDoublesEncodeAsJSONEncoderDoes() throws {
+        let limit = 9_007_199_254_740_992.0  // 2^53
+        let wholes: [Double] = [1, 7, 10, 42, 600_000_000, 4_503_599_627_370_497, limit - 1, limit, limit + 2, 2 * limit, 1e15 + 1, 123_456_789_012_345]
+        let doubles = wholes + wholes.map { -$0 } + [-0.0, 0, 0.5, 1.5, limit - 0.5]
+        try expectSameBytes(doubles)
+        try expectSameBytes(doubles.map { Date(timeIntervalSinceReferenceDate: $0) })
+        try expectSameBytes(doubles.map { ["budgeted": $0] })
+    }
+
     @Test func stringsEscapeAsJSONEncoderDoes() throws {
         let controls = String(decoding: (0 ..< 0x20).map { UInt8($0) }, as: UTF8.self)
         try expectSameBytes(["", "plain", "\"quoted\" \\ back/slash", controls, "\u{7F}\u{80}é日本🙂", "e\u{301}", "a\u{2028}b"])

@@ -91,10 +91,15 @@ extension LocalEngine {
     func appendEntry(_ digest: Digest, bytes: UnsafeRawBufferPointer, framed: UnsafeMutableRawBufferPointer? = nil, manifest: Bool = false,
                      compresses: Bool? = nil, time: UInt32) throws -> LogRecord.BlobPlacement {
         let small = Self.usesSmallBlobDictionary(count: bytes.count, manifest: manifest)
-        if small, let dictionary = smallBlobs.current, let compressor = dictionary.compressor,
-           let frame = Self.smallBlobFrame(bytes, dictionary: compressor) {
-            let entry = NewEntry(digest: digest, bytes: bytes, compressed: .owned(frame), framed: nil, manifest: false, dictionary: dictionary)
-            return try appendEntries([entry], time: time)[0]
+        if small, let dictionary = smallBlobs.current, let compressor = dictionary.compressor {
+            // The frame on the stack: a small blob's is at most 16 KiB.
+            let placement = try withUnsafeTemporaryAllocation(byteCount: bytes.count, alignment: 1) { output -> LogRecord.BlobPlacement? in
+                guard let length = Self.smallBlobFrame(bytes, dictionary: compressor, into: output) else { return nil }
+                let frame = UnsafeRawBufferPointer(rebasing: output[..<length])
+                let entry = NewEntry(digest: digest, bytes: bytes, compressed: .borrowed(frame), framed: nil, manifest: false, dictionary: dictionary)
+                return try appendEntries([entry], time: time)[0]
+            }
+            if let placement { return placement }
         }
         let placement = try appendEntryWithoutDictionary(digest, bytes: bytes, framed: framed, manifest: manifest, compresses: compresses, time: time)
         if small && placement.compressed && smallBlobs.isSampling { sampleSmallBlob(bytes, time: time) }

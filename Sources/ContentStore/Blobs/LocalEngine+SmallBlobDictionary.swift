@@ -35,11 +35,13 @@ extension LocalEngine {
     /// cost bytes that Huffman coding saves.
     static let smallBlobDictionaryMaximumShare = 0.75
 
-    /// The frame of a small whole blob made with `dictionary`, or nil when it is not small enough
+    /// The length of the frame of a small whole blob made with `dictionary`, written at the start
+    /// of `output` (at least `bytes.count` long), or nil when it is not small enough
     /// (``smallBlobDictionaryMaximumShare``).
-    static func smallBlobFrame(_ bytes: UnsafeRawBufferPointer, dictionary: Zstd.CompressionDictionary) -> [UInt8]? {
+    static func smallBlobFrame(_ bytes: UnsafeRawBufferPointer, dictionary: Zstd.CompressionDictionary,
+                               into output: UnsafeMutableRawBufferPointer) -> Int? {
         let limit = Int(smallBlobDictionaryMaximumShare * Double(bytes.count)) - PackFormat.dictionaryReferenceSize
-        return Zstd.compress(bytes, dictionary: dictionary, limit: limit)
+        return Zstd.compress(bytes, dictionary: dictionary, into: UnsafeMutableRawBufferPointer(rebasing: output[..<max(0, limit - 1)]))
     }
 
     /// Whether a whole blob of `count` bytes is compressed with the small-blob dictionary (and
@@ -124,7 +126,10 @@ extension LocalEngine {
             sample.withUnsafeBytes { raw in
                 let plain = Self.plainFrameLength(raw, level: level) ?? raw.count
                 without += plain
-                with += Self.smallBlobFrame(raw, dictionary: compressor).map { $0.count + PackFormat.dictionaryReferenceSize } ?? plain
+                let frame = withUnsafeTemporaryAllocation(byteCount: raw.count, alignment: 1) {
+                    Self.smallBlobFrame(raw, dictionary: compressor, into: $0)
+                }
+                with += frame.map { $0 + PackFormat.dictionaryReferenceSize } ?? plain
             }
         }
         return Double(with) <= (1 + Self.smallBlobDictionaryMaximumCost) * Double(without) ? dictionary : nil

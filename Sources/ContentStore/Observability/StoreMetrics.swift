@@ -31,6 +31,7 @@ final class StoreMetrics: Sendable {
 
     /// Commits and puts refresh the gauges at most this often.
     static let gaugeInterval: Duration = .seconds(1)
+    private static let gaugeIntervalNanoseconds = Int64(gaugeInterval / .nanoseconds(1))
 
     private let commits: Counter
     private let commitDuration: CoreMetrics.Timer
@@ -45,9 +46,9 @@ final class StoreMetrics: Sendable {
     private let blobs: Gauge
     private let records: Gauge
     private let storedBytes: Gauge
-    /// Nanoseconds (on `ContinuousClock`, since `created`) of the last gauge refresh.
+    /// Nanoseconds (on the monotonic clock, since `created`) of the last gauge refresh.
     private let lastGaugeRefresh = Atomic<Int64>(Int64.min)
-    private let created = ContinuousClock.now
+    private let created = DispatchTime.now().uptimeNanoseconds
 
     init(factory: (any MetricsFactory)?) {
         let factory = factory ?? MetricsSystem.factory
@@ -97,10 +98,10 @@ final class StoreMetrics: Sendable {
 
     /// Whether the throttled refresh after a commit or put is due (and claims it).
     func gaugeRefreshIsDue() -> Bool {
-        let now = Int64((ContinuousClock.now - created) / .nanoseconds(1))
+        // Integer nanoseconds: `Duration`'s arithmetic and division (128-bit) were a share of every put.
+        let now = Int64(DispatchTime.now().uptimeNanoseconds - created)
         let last = lastGaugeRefresh.load(ordering: .relaxed)
-        let interval = Int64(StoreMetrics.gaugeInterval / .nanoseconds(1))
-        guard last == Int64.min || now - last >= interval else { return false }
+        guard last == Int64.min || now - last >= Self.gaugeIntervalNanoseconds else { return false }
         return lastGaugeRefresh.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged
     }
 }

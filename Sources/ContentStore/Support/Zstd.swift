@@ -5,7 +5,7 @@ import Synchronization
 /// compressing a small blob.
 package enum Zstd {
     /// A zstd context. Sendable because the pool hands each one to a single thread at a time.
-    private struct Context: @unchecked Sendable { let pointer: OpaquePointer }
+    fileprivate struct Context: @unchecked Sendable { let pointer: OpaquePointer }
     private static let compressors = Mutex<[Context]>([])
     private static let decompressors = Mutex<[Context]>([])
 
@@ -98,24 +98,23 @@ package enum Zstd {
     static func compress(_ source: UnsafeRawBufferPointer, dictionary: CompressionDictionary, limit: Int) -> [UInt8]? {
         let capacity = min(limit, source.count) - 1
         guard capacity > 0 else { return nil }
-        let context = compressors.withLock { $0.popLast() } ?? Context(pointer: ZSTD_createCCtx()!)
-        defer {
-            // The dictionary and the parameters are sticky; a pooled context is handed on clean.
-            ZSTD_CCtx_reset(context.pointer, ZSTD_reset_session_and_parameters)
-            compressors.withLock { $0.append(context) }
-        }
-        guard ZSTD_isError(ZSTD_CCtx_refCDict(context.pointer, dictionary.pointer)) == 0,
-              ZSTD_isError(ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_dictIDFlag, 0)) == 0,
-              !dictionary.rawLiterals
-                || ZSTD_isError(ZSTD_CCtx_setParameter(context.pointer, literalCompressionMode, Int32(ZSTD_ps_disable.rawValue))) == 0
-        else { return nil }
         var failed = false
         let output = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
-            let written = ZSTD_compress2(context.pointer, buffer.baseAddress, capacity, source.baseAddress, source.count)
-            failed = ZSTD_isError(written) != 0
-            count = failed ? 0 : written
+            let written = compress(source, dictionary: dictionary, into: UnsafeMutableRawBufferPointer(buffer))
+            failed = written == nil
+            count = written ?? 0
         }
         return failed ? nil : output
+    }
+
+    /// ``compress(_:dictionary:limit:)`` into `destination`: the frame's length, or nil when it does
+    /// not fit. A small blob's put writes the frame on its stack, where an array was an allocation
+    /// and a generic-metadata lookup, cold at every put.
+    static func compress(_ source: UnsafeRawBufferPointer, dictionary: CompressionDictionary, into destination: UnsafeMutableRawBufferPointer) -> Int? {
+        guard destination.count > 0, let context = dictionary.takeContext() else { return nil }
+        defer { dictionary.giveBack(context) }
+        let written = ZSTD_compress2(context.pointer, destination.baseAddress, destination.count, source.baseAddress, source.count)
+        return ZSTD_isError(written) != 0 ? nil : written
     }
 
     /// `ZSTD_c_literalCompressionMode`, which zstd.h defines as a macro naming this value (Swift
@@ -181,7 +180,36 @@ package enum Zstd {
             rawLiterals = true
         }
 
-        deinit { ZSTD_freeCDict(pointer) }
+        /// Contexts that reference this dictionary with its frame parameters set, idle: a frame
+        /// starts from one as it is (`ZSTD_compress2` resets the session, not the parameters),
+        /// where a pooled context needed the reference, the parameters and a reset per frame,
+        /// cold code and data for a small blob's put (Docs/benchmarks/analysis.md §53). As many as
+        /// compressions with this dictionary ran at once.
+        private let contexts = Mutex<[Context]>([])
+
+        deinit {
+            // Each context references the dictionary: freed before it.
+            contexts.withLock { $0.forEach { ZSTD_freeCCtx($0.pointer) } }
+            ZSTD_freeCDict(pointer)
+        }
+
+        /// An idle context set up for this dictionary, made when none is; nil when zstd cannot make one.
+        fileprivate func takeContext() -> Context? {
+            if let context = contexts.withLock({ $0.popLast() }) { return context }
+            guard let context = ZSTD_createCCtx() else { return nil }
+            guard ZSTD_isError(ZSTD_CCtx_refCDict(context, pointer)) == 0,
+                  ZSTD_isError(ZSTD_CCtx_setParameter(context, ZSTD_c_dictIDFlag, 0)) == 0,
+                  !rawLiterals || ZSTD_isError(ZSTD_CCtx_setParameter(context, Zstd.literalCompressionMode, Int32(ZSTD_ps_disable.rawValue))) == 0
+            else {
+                ZSTD_freeCCtx(context)
+                return nil
+            }
+            return Context(pointer: context)
+        }
+
+        fileprivate func giveBack(_ context: Context) {
+            contexts.withLock { $0.append(context) }
+        }
     }
 
     /// A dictionary prepared for decompressing (a `ZSTD_DDict`, shareable between threads), and the

@@ -211,8 +211,46 @@ final class CanonicalJSONWriter: Encoder {
 
     func writeInteger<I: FixedWidthInteger>(_ value: I) { bytes.append(contentsOf: value.description.utf8) }
 
+    /// A finite `Double` as `JSONEncoder` writes it. A whole one below 2^53 in magnitude (a count,
+    /// an amount, a date in whole seconds) is its integer's digits: its `description` is those
+    /// digits and ".0", and formatting the float costs several times more (`-0.0` keeps its sign,
+    /// and from 2^53 on `description` turns to exponents, so both take the general path).
+    func writeFloat(_ value: Double) throws {
+        guard let whole = Int64(exactly: value), whole.magnitude < Self.wholeDoubleLimit, whole != 0 || value.sign == .plus else {
+            return try writeFloatText(value)
+        }
+        writeDigits(of: whole)
+    }
+
+    /// Whole doubles below this in magnitude are written as integers (``writeFloat(_:)``).
+    private static let wholeDoubleLimit: UInt64 = 1 << 53
+
+    /// `value`'s decimal digits, after a minus sign when it is negative: formatted backwards on the
+    /// stack, then appended at once (an append per digit to ``bytes`` cost more than the float's
+    /// formatting).
+    private func writeDigits(of value: Int64) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in
+            var start = buffer.endIndex
+            var magnitude = value.magnitude
+            repeat {
+                start -= 1
+                buffer[start] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            if value < 0 {
+                start -= 1
+                buffer[start] = UInt8(ascii: "-")
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[start...]))
+        }
+    }
+
     /// A finite number as `JSONEncoder` writes it: its `description` without a trailing ".0".
     func writeFloat<F: BinaryFloatingPoint & CustomStringConvertible>(_ value: F) throws {
+        try writeFloatText(value)
+    }
+
+    private func writeFloatText<F: BinaryFloatingPoint & CustomStringConvertible>(_ value: F) throws {
         guard value.isFinite else { throw fail() }  // JSONEncoder's error, or its strategy, decides
         var text = value.description
         // On the UTF-8 bytes: `String`'s own suffix and removal work on characters.

@@ -38,14 +38,18 @@ import Foundation
 struct Layout: Sendable {
     /// `persist/<esc name>/`.
     let prefix: String
+    /// Made once: each is longer than a small string, so joining it per use was an allocation,
+    /// several in every write (the head is read and written, an entity's and a step's key made).
+    let head: String
+    let entityPrefix: String
+    let stepPrefix: String
 
     init(name: String) {
         prefix = "persist/" + Names.escape(name) + "/"
+        head = prefix + "head"
+        entityPrefix = prefix + "e/"
+        stepPrefix = prefix + "s/"
     }
-
-    var head: String { prefix + "head" }
-    var entityPrefix: String { prefix + "e/" }
-    var stepPrefix: String { prefix + "s/" }
 
     func entity(_ id: UUID) -> String { entityPrefix + id.text }
     func typeIndexPrefix(_ entityName: String) -> String { prefix + "t/" + Names.escape(entityName) + "/" }
@@ -261,16 +265,49 @@ struct EntityRecord: Hashable, Sendable {
 
     init(_ record: Record, key: String) throws {
         entityName = try RecordFormat.decode(record.value, as: .entity, key: key) { try $0.readString() }
-        guard record.references.count == 1 else {
+        guard let body = record.onlyReference else {
             throw RecordFormat.corrupted("an entity has \(record.references.count) references", key: key)
         }
-        body = record.references[0]
+        self.body = body
     }
+
+    /// ``init(_:key:)`` of a record the caller expects to be named `name` (a save of that type):
+    /// such a record is recognized by its bytes, without making the name a string and validating
+    /// it, which was a share of every save (Docs/benchmarks/analysis.md §53).
+    init(_ record: Record, key: String, expecting name: String) throws {
+        guard let body = record.onlyReference, Self.isValue(record.value, of: name) else {
+            try self.init(record, key: key)
+            return
+        }
+        self.init(entityName: name, body: body)
+    }
+
+    /// Whether `value` is exactly the value ``record`` writes for `name`.
+    private static func isValue(_ value: Data, of name: String) -> Bool {
+        var name = name
+        return name.withUTF8 { utf8 in
+            value.withUnsafeBytes { raw in
+                raw.count == nameOffset + utf8.count && raw[0] == RecordFormat.version && raw[1] == RecordFormat.Kind.entity.rawValue
+                    && raw.loadUnaligned(fromByteOffset: 2, as: UInt32.self).littleEndian == UInt32(utf8.count)
+                    && UnsafeRawBufferPointer(rebasing: raw[nameOffset...]).elementsEqual(utf8)
+            }
+        }
+    }
+
+    /// Where the name's bytes start in the value: after the version, the kind and the length.
+    private static let nameOffset = 6
 
     var record: Record {
         var writer = RecordFormat.writer(.entity, capacity: 8 + entityName.utf8.count)
         writer.append(string: entityName)
-        return Record(value: Data(writer.bytes), references: [body])
+        return Record(value: Data(writer.bytes), onlyReference: body)
+    }
+
+    /// ``record`` when it replaces `stored`, an entity record of the same name (read by
+    /// ``init(_:key:)``, which takes only these exact bytes): the value is the name alone, so the
+    /// stored one is shared, not encoded and allocated again at every save.
+    func record(replacing stored: Record) -> Record {
+        Record(value: stored.value, onlyReference: body)
     }
 }
 
@@ -421,19 +458,32 @@ struct Diff: Hashable, Sendable {
         // Sorted, then adjacent repeats dropped: a write's diff names a few, which a set would hash.
         var all: [Digest] = []
         for change in changes {
-            all += change.before?.references ?? []
-            all += change.after?.references ?? []
+            Self.append(change.before, to: &all)
+            Self.append(change.after, to: &all)
         }
         all.sort()
         return all.indices.compactMap { $0 > 0 && all[$0] == all[$0 - 1] ? nil : all[$0] }
+    }
+
+    /// `record`'s references, appended to `digests`. A record with one (an entity's) is read
+    /// without the array ``Record/references`` makes: an allocation per record image of a step.
+    private static func append(_ record: Record?, to digests: inout [Digest]) {
+        guard let record else { return }
+        if let only = record.onlyReference { digests.append(only) } else { digests += record.references }
     }
 
     private static func write(_ record: Record?, to writer: inout ByteWriter) {
         guard let record else { return writer.append(UInt8(0)) }
         writer.append(UInt8(1))
         writer.appendLengthPrefixed(record.value)
-        writer.append(UInt32(record.references.count))
-        for digest in record.references { writer.append(digest) }
+        if let only = record.onlyReference {
+            writer.append(UInt32(1))
+            writer.append(only)
+            return
+        }
+        let references = record.references
+        writer.append(UInt32(references.count))
+        for digest in references { writer.append(digest) }
     }
 
     private static func readImage(_ reader: inout ByteReader) throws -> Record? {
